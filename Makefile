@@ -1,0 +1,46 @@
+# The two commands: `make run` and `make test`. Both set up everything they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
+
+# Tests run against the real PostgreSQL and Redis of this machine.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/aijobs
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+
+# The embedded default for `make run`: SQLite, no Redis, no broker server.
+RUN_PORT ?= 8000
+DEV_ADMIN_USER ?= admin
+DEV_ADMIN_PASSWORD ?= admin
+DEV_RUNTIME_TOKEN ?= dev-runtime-token
+
+.PHONY: venv run test lint bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+venv: $(STAMP)
+
+run: venv
+	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT); \
+	$(BIN)/python manage.py migrate --noinput -v0 && \
+	$(BIN)/python manage.py collectstatic --noinput -v0 && \
+	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \
+	exec $(BIN)/honcho start -f Procfile.dev
+
+test: venv
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: venv
+	$(BIN)/python bench/bench_lifecycle.py
+
+clean:
+	rm -rf var .pytest_cache

@@ -1,0 +1,153 @@
+"""Wire shapes of the internal runtime API (contract §3), camelCase on the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ai_jobs.models import AiRuntimeJob, JobType
+from config.errors import RuntimeErrorCode
+
+
+class EpochMsField(serializers.Field):
+    """A datetime as epoch milliseconds (``lockUntil`` in the internal API)."""
+
+    def to_representation(self, value: Any) -> int:
+        return int(value.timestamp() * 1000)
+
+
+class JobSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="id")
+    jobType = serializers.CharField(source="job_type")
+    targetType = serializers.CharField(source="target_type")
+    targetId = serializers.CharField(source="target_id")
+    userId = serializers.CharField(source="user_id")
+    status = serializers.CharField()
+    priority = serializers.IntegerField()
+    apiKeyMode = serializers.CharField(source="api_key_mode")
+    credentialId = serializers.CharField(source="credential_id", allow_null=True)
+    modelProvider = serializers.CharField(source="model_provider")
+    modelName = serializers.CharField(source="model_name")
+    promptVersion = serializers.CharField(source="prompt_version", allow_null=True)
+    outputSchemaVersion = serializers.CharField(source="output_schema_version", allow_null=True)
+    attemptNo = serializers.IntegerField(source="attempt_no")
+    retryCount = serializers.IntegerField(source="retry_count")
+    maxRetryCount = serializers.IntegerField(source="max_retry_count")
+    timeoutSeconds = serializers.IntegerField(source="timeout_seconds")
+    params = serializers.JSONField()
+    lockUntil = EpochMsField(source="lock_until", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class JobsSerializer(serializers.Serializer):
+    jobs = JobSerializer(many=True)
+
+
+def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:
+    return {"jobs": JobSerializer(jobs, many=True).data}
+
+
+class PollSerializer(serializers.Serializer):
+    capabilities = serializers.ListField(
+        child=serializers.ChoiceField(choices=JobType.values), allow_empty=False, max_length=len(JobType.values) * 2
+    )
+    limit = serializers.IntegerField(min_value=1, default=10, help_text="At most 50; a larger limit is clamped")
+
+
+class EmptySerializer(serializers.Serializer):
+    pass
+
+
+class LockSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="id")
+    status = serializers.CharField()
+    lockUntil = EpochMsField(source="lock_until")
+    attemptNo = serializers.IntegerField(source="attempt_no")
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    jobId = serializers.CharField()
+    lockUntil = serializers.IntegerField(help_text="Epoch milliseconds")
+    cancelRequested = serializers.BooleanField()
+
+
+class SnapshotSerializer(serializers.Serializer):
+    snapshotId = serializers.CharField(source="id")
+    userId = serializers.CharField(source="user_id")
+    targetType = serializers.CharField(source="target_type")
+    targetId = serializers.CharField(source="target_id")
+    schemaVersion = serializers.CharField(source="schema_version")
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    data = serializers.JSONField(source="payload")
+
+
+class CredentialSerializer(serializers.Serializer):
+    apiKeyMode = serializers.CharField(source="api_key_mode")
+    provider = serializers.CharField()
+    baseUrl = serializers.CharField(source="base_url")
+    modelName = serializers.CharField(source="model_name")
+    apiKey = serializers.CharField(source="api_key")
+
+
+class UsageSerializer(serializers.Serializer):
+    promptTokens = serializers.IntegerField(min_value=0, default=0)
+    completionTokens = serializers.IntegerField(min_value=0, default=0)
+    totalTokens = serializers.IntegerField(min_value=0, required=False)
+
+
+class ResultInSerializer(serializers.Serializer):
+    attemptNo = serializers.IntegerField(min_value=1)
+    outputSchemaVersion = serializers.CharField(max_length=16, required=False, allow_null=True)
+    output = serializers.DictField()
+    usage = UsageSerializer(required=False)
+    costCents = serializers.DecimalField(
+        max_digits=14, decimal_places=4, min_value=0, default=0, coerce_to_string=False
+    )
+
+
+class ResultOutSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="job_id")
+    status = serializers.CharField(default="succeeded")
+    resultId = serializers.CharField(source="result_id")
+    duplicate = serializers.BooleanField()
+
+
+class FailInSerializer(serializers.Serializer):
+    attemptNo = serializers.IntegerField(min_value=1)
+    errorCode = serializers.ChoiceField(choices=RuntimeErrorCode.codes())
+    errorMessage = serializers.CharField(allow_blank=True, default="", max_length=4000, trim_whitespace=False)
+
+
+class FailOutSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="job_id")
+    status = serializers.CharField()
+    retryCount = serializers.IntegerField(source="retry_count")
+
+
+class InvocationLogSerializer(serializers.Serializer):
+    attemptNo = serializers.IntegerField(min_value=1, source="attempt_no")
+    provider = serializers.CharField(max_length=32, default="deepseek")
+    modelName = serializers.CharField(max_length=64, source="model_name", required=False, allow_blank=True)
+    requestId = serializers.CharField(max_length=128, source="request_id", required=False, allow_null=True)
+    startedAt = serializers.DateTimeField(source="started_at", required=False, allow_null=True)
+    latencyMs = serializers.IntegerField(min_value=0, source="latency_ms", required=False, allow_null=True)
+    httpStatus = serializers.IntegerField(
+        min_value=0, max_value=999, source="http_status", required=False, allow_null=True
+    )
+    promptTokens = serializers.IntegerField(min_value=0, source="prompt_tokens", required=False)
+    completionTokens = serializers.IntegerField(min_value=0, source="completion_tokens", required=False)
+    totalTokens = serializers.IntegerField(min_value=0, source="total_tokens", required=False)
+    costCents = serializers.DecimalField(
+        max_digits=14, decimal_places=4, min_value=0, source="cost_cents", required=False
+    )
+    errorCode = serializers.CharField(max_length=64, source="error_code", required=False, allow_null=True)
+
+
+class InvocationLogsInSerializer(serializers.Serializer):
+    logs = InvocationLogSerializer(many=True, allow_empty=False, max_length=500)
+
+
+class AcceptedSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField()

@@ -1,0 +1,141 @@
+"""The internal runtime API (contract §3). Thin: parse, call one service, render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ai_jobs import selectors, services
+from ai_jobs.api import serializers as s
+from ai_jobs.api.authentication import INSTANCE_HEADER, IsRuntime, RuntimeAuthentication, instance_id_of
+from quotas.throttles import RuntimeThrottle
+
+INSTANCE = OpenApiParameter(INSTANCE_HEADER, str, OpenApiParameter.HEADER, required=True)
+INSTANCE_OPTIONAL = OpenApiParameter(INSTANCE_HEADER, str, OpenApiParameter.HEADER, required=False)
+
+
+def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class InternalView(APIView):
+    authentication_classes = [RuntimeAuthentication]
+    permission_classes = [IsRuntime]
+    throttle_classes = [RuntimeThrottle]
+
+
+@extend_schema(
+    tags=["internal runtime"], request=s.PollSerializer, responses=s.JobsSerializer, parameters=[INSTANCE_OPTIONAL]
+)
+class PollView(InternalView):
+    def post(self, request: Request) -> Response:
+        data = _valid(s.PollSerializer, request)
+        jobs = selectors.pending_jobs(job_types=data["capabilities"], limit=data["limit"], now=timezone.now())
+        return Response(s.jobs_body(jobs))
+
+
+@extend_schema(tags=["internal runtime"], request=s.PollSerializer, responses=s.JobsSerializer, parameters=[INSTANCE])
+class ClaimView(InternalView):
+    def post(self, request: Request) -> Response:
+        instance_id = instance_id_of(request)
+        data = _valid(s.PollSerializer, request)
+        jobs = services.job_claim(job_types=data["capabilities"], limit=data["limit"], instance_id=instance_id)
+        return Response(s.jobs_body(jobs))
+
+
+@extend_schema(tags=["internal runtime"], request=s.EmptySerializer, responses=s.LockSerializer, parameters=[INSTANCE])
+class LockView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        job = services.job_lock(job_id=job_id, instance_id=instance_id_of(request))
+        return Response(s.LockSerializer(job).data)
+
+
+@extend_schema(
+    tags=["internal runtime"], request=s.EmptySerializer, responses=s.HeartbeatSerializer, parameters=[INSTANCE]
+)
+class HeartbeatView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        beat = services.job_heartbeat(job_id=job_id, instance_id=instance_id_of(request))
+        return Response(
+            {
+                "jobId": job_id,
+                "lockUntil": int(beat.lock_until.timestamp() * 1000),
+                "cancelRequested": beat.cancel_requested,
+            }
+        )
+
+
+@extend_schema(tags=["internal runtime"], responses=s.SnapshotSerializer, parameters=[INSTANCE])
+class SnapshotView(InternalView):
+    def get(self, request: Request, job_id: str) -> Response:
+        snapshot = services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request))
+        return Response({"jobId": job_id, **s.SnapshotSerializer(snapshot).data})
+
+
+@extend_schema(
+    tags=["internal runtime"], request=s.EmptySerializer, responses=s.CredentialSerializer, parameters=[INSTANCE]
+)
+class CredentialView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        credential = services.job_credential(job_id=job_id, instance_id=instance_id_of(request))
+        response = Response(s.CredentialSerializer(credential).data)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+@extend_schema(
+    tags=["internal runtime"], request=s.ResultInSerializer, responses=s.ResultOutSerializer, parameters=[INSTANCE]
+)
+class ResultView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        instance_id = instance_id_of(request)
+        data = _valid(s.ResultInSerializer, request)
+        submitted = services.result_submit(
+            job_id=job_id,
+            instance_id=instance_id,
+            attempt_no=data["attemptNo"],
+            output_schema_version=data.get("outputSchemaVersion"),
+            output=data["output"],
+            usage=data.get("usage") or {},
+            cost_cents=data["costCents"],
+        )
+        return Response(s.ResultOutSerializer(submitted).data)
+
+
+@extend_schema(
+    tags=["internal runtime"], request=s.FailInSerializer, responses=s.FailOutSerializer, parameters=[INSTANCE]
+)
+class FailView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        instance_id = instance_id_of(request)
+        data = _valid(s.FailInSerializer, request)
+        outcome = services.job_fail(
+            job_id=job_id,
+            instance_id=instance_id,
+            attempt_no=data["attemptNo"],
+            error_code=data["errorCode"],
+            error_message=data["errorMessage"],
+        )
+        return Response(s.FailOutSerializer(outcome).data)
+
+
+@extend_schema(
+    tags=["internal runtime"],
+    request=s.InvocationLogsInSerializer,
+    responses={201: s.AcceptedSerializer},
+    parameters=[INSTANCE],
+)
+class InvocationLogsView(InternalView):
+    def post(self, request: Request, job_id: str) -> Response:
+        instance_id = instance_id_of(request)
+        data = _valid(s.InvocationLogsInSerializer, request)
+        accepted = services.invocation_logs_record(job_id=job_id, instance_id=instance_id, logs=data["logs"])
+        return Response({"accepted": accepted}, status=status.HTTP_201_CREATED)

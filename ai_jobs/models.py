@@ -1,0 +1,210 @@
+"""The AI runtime job (seed 000 §4) and what hangs off it: snapshots, results,
+invocation logs. The states and the transitions between them live beside this
+module, in ``ai_jobs.transitions``: nothing else writes ``status``."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from config.ids import new_id
+
+
+class JobType(models.TextChoices):
+    LEARNING_STATE_ANALYSIS = "learning_state_analysis"
+    WEAK_POINT_ANALYSIS = "weak_point_analysis"
+    NEXT_ACTION_PLANNING = "next_action_planning"
+    QUIZ_GENERATION = "quiz_generation"
+    FLASHCARD_GENERATION = "flashcard_generation"
+
+
+class TargetType(models.TextChoices):
+    USER = "user"
+    MATERIAL = "material"
+    KNOWLEDGE_POINT = "knowledge_point"
+    KNOWLEDGE_BASE = "knowledge_base"
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending"
+    LOCKED = "locked"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+ACTIVE_STATUSES = (JobStatus.LOCKED.value, JobStatus.RUNNING.value)
+FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+
+
+class ApiKeyMode(models.TextChoices):
+    PLATFORM_KEY = "platform_key"
+    USER_DEEPSEEK_KEY = "user_deepseek_key"
+
+
+class AiRuntimeJob(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "job"), editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_jobs")
+    job_type = models.CharField(max_length=40, choices=JobType.choices)
+    target_type = models.CharField(max_length=32, choices=TargetType.choices)
+    target_id = models.CharField(max_length=64)
+    snapshot = models.ForeignKey(
+        "AiJobSnapshot", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
+    priority = models.IntegerField(default=0, help_text="0 is the highest")
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    api_key_mode = models.CharField(max_length=32, choices=ApiKeyMode.choices, default=ApiKeyMode.PLATFORM_KEY)
+    credential_id = models.CharField(max_length=40, null=True, blank=True)
+    model_provider = models.CharField(max_length=32, default="deepseek")
+    model_name = models.CharField(max_length=64, default="deepseek-chat")
+    prompt_version = models.CharField(max_length=16, null=True, blank=True, default="v1")
+    output_schema_version = models.CharField(max_length=16, null=True, blank=True, default="v1")
+    attempt_no = models.IntegerField(default=0)
+    retried_from_job = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
+    )
+    params = models.JSONField(default=dict, blank=True)
+
+    # The lease of the current attempt.
+    locked_by = models.CharField(max_length=128, null=True, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    lock_until = models.DateTimeField(null=True, blank=True)
+    # When the current attempt runs out of ``timeout_seconds``, in epoch milliseconds:
+    # an integer so lock and claim can set it as ``now + timeout_seconds * 1000`` in
+    # one portable statement, whatever the database.
+    deadline_ms = models.BigIntegerField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    retry_count = models.IntegerField(default=0)
+    max_retry_count = models.IntegerField(default=3)
+    timeout_seconds = models.IntegerField(default=120)
+    # A job that failed retryably waits here before it can be polled again (backoff).
+    available_at = models.DateTimeField(default=timezone.now)
+
+    error_code = models.CharField(max_length=64, null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "ai_runtime_job"
+        indexes = [
+            models.Index(fields=["status"], name="ai_job_status"),
+            models.Index(fields=["job_type"], name="ai_job_type"),
+            models.Index(fields=["target_type", "target_id"], name="ai_job_target"),
+            models.Index(fields=["lock_until"], name="ai_job_lock_until"),
+            models.Index(fields=["user", "-created_at"], name="ai_job_user_created"),
+            # The queue: poll and claim read pending rows in this order, and only them.
+            models.Index(
+                fields=["priority", "created_at", "id"],
+                name="ai_job_pending_queue",
+                condition=Q(status="pending"),
+            ),
+            # The reaper walks the few leased rows by id, never the whole table.
+            models.Index(fields=["id"], name="ai_job_leased", condition=Q(status__in=["locked", "running", "expired"])),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "job_type", "target_type", "target_id", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="ai_job_idempotency",
+            ),
+            models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="ai_job_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.job_type} [{self.status}]"
+
+    @property
+    def lock_until_ms(self) -> int | None:
+        return int(self.lock_until.timestamp() * 1000) if self.lock_until else None
+
+
+class AiJobSnapshot(models.Model):
+    """What the runtime is given to analyse: built from the user's learning data for
+    one target, versioned by ``schema_version``, rebuilt once ``expires_at`` passes."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "snap"), editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    target_type = models.CharField(max_length=32, choices=TargetType.choices)
+    target_id = models.CharField(max_length=64)
+    schema_version = models.CharField(max_length=16, default="v1")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ai_job_snapshot"
+        indexes = [models.Index(fields=["user", "target_type", "target_id"], name="ai_snapshot_target")]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.target_type}:{self.target_id}"
+
+
+class AiRuntimeResult(models.Model):
+    """The one accepted output of a job (seed 000 §8.2)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "res"), editable=False)
+    job = models.OneToOneField(AiRuntimeJob, on_delete=models.CASCADE, related_name="result")
+    attempt_no = models.IntegerField()
+    idempotency_key = models.CharField(max_length=160, unique=True, help_text="jobId:attemptNo:outputHash")
+    output_hash = models.CharField(max_length=64)
+    output_schema_version = models.CharField(max_length=16)
+    output = models.JSONField()
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    total_tokens = models.IntegerField(default=0)
+    cost_cents = models.DecimalField(max_digits=14, decimal_places=4, default=0)
+    runtime_instance_id = models.CharField(max_length=128)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "ai_runtime_result"
+
+    def __str__(self) -> str:
+        return f"{self.id} for {self.job_id}"
+
+
+class AiInvocationLog(models.Model):
+    """One model call a runtime made for a job: telemetry, never a secret."""
+
+    job = models.ForeignKey(AiRuntimeJob, on_delete=models.CASCADE, related_name="invocation_logs")
+    attempt_no = models.IntegerField()
+    runtime_instance_id = models.CharField(max_length=128)
+    provider = models.CharField(max_length=32, default="deepseek")
+    model_name = models.CharField(max_length=64, blank=True, default="")
+    request_id = models.CharField(max_length=128, null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.IntegerField(null=True, blank=True)
+    http_status = models.IntegerField(null=True, blank=True)
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    total_tokens = models.IntegerField(default=0)
+    cost_cents = models.DecimalField(max_digits=14, decimal_places=4, default=0)
+    error_code = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "ai_invocation_log"
+        constraints = [
+            # A runtime that resends its logs after a network error adds nothing twice.
+            models.UniqueConstraint(
+                fields=["job", "attempt_no", "request_id"],
+                condition=Q(request_id__isnull=False),
+                name="ai_invocation_log_once",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}#{self.attempt_no} {self.model_name} {self.http_status}"

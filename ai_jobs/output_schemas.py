@@ -1,0 +1,60 @@
+"""The output schemas of contract §5, one JSON Schema per job type and version
+(``ai_jobs/schemas/<version>/<jobType>.json``). Free of Django on purpose: the
+reference runtime validates the model's output with the very same schemas."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+DEFAULT_VERSION = "v1"
+
+
+class UnknownSchema(LookupError):
+    """No schema for this job type and version."""
+
+
+def versions() -> list[str]:
+    return sorted(p.name for p in SCHEMA_DIR.iterdir() if p.is_dir())
+
+
+@cache
+def schema(job_type: str, version: str) -> dict[str, Any]:
+    if "/" in version or "/" in job_type or version.startswith("."):
+        raise UnknownSchema(f"{job_type}/{version}")
+    path = SCHEMA_DIR / version / f"{job_type}.json"
+    if not path.is_file():
+        raise UnknownSchema(f"{job_type}/{version}")
+    return json.loads(path.read_text())
+
+
+@cache
+def _validator(job_type: str, version: str) -> Draft202012Validator:
+    return Draft202012Validator(schema(job_type, version))
+
+
+def validation_errors(job_type: str, version: str, output: Any, *, limit: int = 10) -> list[str]:
+    """The output's schema errors, ``path: message`` each, at most ``limit``;
+    raises UnknownSchema for a job type or version with no schema."""
+    errors = []
+    for error in _validator(job_type, version).iter_errors(output):
+        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        errors.append(f"{path}: {error.message}")
+        if len(errors) >= limit:
+            break
+    return errors
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def output_hash(output: Any) -> str:
+    """SHA-256 of the canonical JSON of ``output`` (contract §3)."""
+    return hashlib.sha256(canonical_json(output).encode()).hexdigest()

@@ -1,0 +1,395 @@
+"""Every write to jobs, results, snapshots and invocation logs.
+
+The runtime protocol (seed 000, contract §3) is here; the HTTP layer only parses
+and renders. Status changes go through ``ai_jobs.transitions`` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from ai_jobs import output_schemas, transitions
+from ai_jobs.models import (
+    ACTIVE_STATUSES,
+    AiInvocationLog,
+    AiJobSnapshot,
+    AiRuntimeJob,
+    AiRuntimeResult,
+    ApiKeyMode,
+    JobStatus,
+)
+from ai_jobs.snapshots import snapshot_create
+from config.errors import DomainError, ErrorCode, RuntimeErrorCode
+
+logger = logging.getLogger(__name__)
+
+
+def _lease() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AI_JOB_LOCK_SECONDS)
+
+
+# --- creating and operating on jobs ---------------------------------------------------
+
+
+def job_create(
+    *,
+    user: AbstractBaseUser,
+    job_type: str,
+    target_type: str,
+    target_id: str,
+    api_key_mode: str = ApiKeyMode.PLATFORM_KEY,
+    credential_id: str | None = None,
+    idempotency_key: str | None = None,
+    priority: int = 0,
+    params: dict[str, Any] | None = None,
+    snapshot: AiJobSnapshot | None = None,
+    retried_from: AiRuntimeJob | None = None,
+    max_retry_count: int | None = None,
+    timeout_seconds: int | None = None,
+) -> AiRuntimeJob:
+    """Insert a pending job. The user-facing checks (quotas, breaker) wrap this."""
+    return AiRuntimeJob.objects.create(
+        user=user,
+        job_type=job_type,
+        target_type=target_type,
+        target_id=target_id,
+        api_key_mode=api_key_mode,
+        credential_id=credential_id,
+        idempotency_key=idempotency_key,
+        priority=priority,
+        params=params or {},
+        snapshot=snapshot,
+        retried_from_job=retried_from,
+        model_name=settings.DEEPSEEK_MODEL,
+        max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
+        timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
+    )
+
+
+def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
+    """An operator reruns a failed job: a NEW job that records where it came from
+    (seed 000 §8.3); the failed one stays as it is."""
+    if job.status != JobStatus.FAILED:
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
+    return job_create(
+        user=job.user,
+        job_type=job.job_type,
+        target_type=job.target_type,
+        target_id=job.target_id,
+        api_key_mode=job.api_key_mode,
+        credential_id=job.credential_id,
+        priority=job.priority,
+        params=job.params,
+        retried_from=job,
+        max_retry_count=job.max_retry_count,
+        timeout_seconds=job.timeout_seconds,
+    )
+
+
+def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[int, int]:
+    """Pending jobs become ``cancelled`` at once; locked and running ones get
+    ``cancelRequested``, which their runtime reads on its next heartbeat. Returns
+    (cancelled, cancel requested)."""
+    now = timezone.now()
+    cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
+    # Pending first: a job locked between the two statements is caught by the second.
+    requested = transitions.request_cancel(job_ids=job_ids, now=now)
+    return cancelled, requested
+
+
+def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
+    cancelled, requested = jobs_cancel(job_ids=[job_id], reason=reason)
+    job = AiRuntimeJob.objects.filter(id=job_id).first()
+    if job is None:
+        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    if not (cancelled or requested or job.cancel_requested or job.status == JobStatus.CANCELLED):
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
+    return job
+
+
+# --- the runtime protocol ----------------------------------------------------------------
+
+
+def _refuse(job_id: str, instance_id: str, attempt_no: int | None = None) -> DomainError:
+    """Why a holder-only transition matched no row: the job is missing, or not
+    active for this caller. Only ever read on the error path."""
+    job = AiRuntimeJob.objects.filter(id=job_id).only("status", "locked_by", "lock_until", "attempt_no").first()
+    if job is None:
+        return DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    if job.status not in ACTIVE_STATUSES:
+        reason = f"job is {job.status}"
+    elif job.locked_by != instance_id:
+        reason = "the job is locked by another runtime instance"
+    elif job.lock_until is None or job.lock_until < timezone.now():
+        reason = "the lease lapsed"
+    elif attempt_no is not None and attempt_no != job.attempt_no:
+        reason = f"attempt {attempt_no} is not the current attempt {job.attempt_no}"
+    else:  # it changed between the statement and this read
+        reason = "the job changed state concurrently"
+    return DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is not active for this runtime: {reason}")
+
+
+def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
+    now = timezone.now()
+    job = transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=_lease())
+    if job is not None:
+        return job
+    current = AiRuntimeJob.objects.filter(id=job_id).only("status", "available_at", "locked_by").first()
+    if current is None:
+        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    if current.status in ACTIVE_STATUSES:
+        raise DomainError(ErrorCode.JOB_ALREADY_LOCKED, f"Job {job_id} is locked by another runtime")
+    if current.status == JobStatus.PENDING:
+        raise DomainError(
+            ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is waiting for a retry until {current.available_at.isoformat()}"
+        )
+    raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is {current.status}")
+
+
+def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str) -> list[AiRuntimeJob]:
+    with transaction.atomic():
+        return transitions.claim(
+            job_types=job_types, limit=min(limit, 50), instance_id=instance_id, now=timezone.now(), lease=_lease()
+        )
+
+
+def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
+    beat = transitions.heartbeat(job_id=job_id, instance_id=instance_id, now=timezone.now(), lease=_lease())
+    if beat is None:
+        raise _refuse(job_id, instance_id)
+    return beat
+
+
+def _held_job(job_id: str, instance_id: str) -> AiRuntimeJob:
+    job = (
+        AiRuntimeJob.objects.select_related("snapshot", "user")
+        .filter(id=job_id, status__in=ACTIVE_STATUSES, locked_by=instance_id, lock_until__gte=timezone.now())
+        .first()
+    )
+    if job is None:
+        raise _refuse(job_id, instance_id)
+    return job
+
+
+def job_snapshot(*, job_id: str, instance_id: str) -> AiJobSnapshot:
+    """The job's snapshot, rebuilt when missing or expired (seed 002 v1.1)."""
+    job = _held_job(job_id, instance_id)
+    snapshot = job.snapshot
+    if snapshot is None or snapshot.expires_at <= timezone.now():
+        snapshot = snapshot_create(user=job.user, target_type=job.target_type, target_id=job.target_id)
+        AiRuntimeJob.objects.filter(id=job.id).update(snapshot=snapshot, updated_at=timezone.now())
+    return snapshot
+
+
+@dataclass(frozen=True)
+class ResolvedCredential:
+    api_key_mode: str
+    provider: str
+    base_url: str
+    model_name: str
+    api_key: str
+
+    def __repr__(self) -> str:  # never let the key reach a log through a repr
+        return f"ResolvedCredential({self.api_key_mode}, {self.provider}, {self.base_url}, {self.model_name}, ****)"
+
+
+def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
+    """The model key for the job, only to the instance holding its lease."""
+    job = _held_job(job_id, instance_id)
+    if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
+        if not settings.PLATFORM_DEEPSEEK_API_KEY:
+            raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, "No platform model key is configured")
+        return ResolvedCredential(
+            api_key_mode=job.api_key_mode,
+            provider=job.model_provider,
+            base_url=settings.DEEPSEEK_BASE_URL,
+            model_name=job.model_name,
+            api_key=settings.PLATFORM_DEEPSEEK_API_KEY,
+        )
+    if not job.credential_id:
+        raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "The job uses a user key but names no credential")
+    raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, f"Credential {job.credential_id} not found")
+
+
+@dataclass(frozen=True)
+class SubmittedResult:
+    job_id: str
+    result_id: str
+    duplicate: bool
+
+
+def result_submit(
+    *,
+    job_id: str,
+    instance_id: str,
+    attempt_no: int,
+    output_schema_version: str | None,
+    output: dict[str, Any],
+    usage: dict[str, int],
+    cost_cents: Decimal,
+) -> SubmittedResult:
+    """Accept a job's output: validated against its schema, stored once under
+    ``jobId:attemptNo:outputHash`` in the same transaction as the job's move to
+    ``succeeded``. A resubmission of the same output answers as a duplicate."""
+    digest = output_schemas.output_hash(output)
+    key = f"{job_id}:{attempt_no}:{digest}"
+    now = timezone.now()
+    with transaction.atomic():
+        job = transitions.succeed(job_id=job_id, instance_id=instance_id, attempt_no=attempt_no, now=now)
+        if job is not None:
+            version = output_schema_version or job.output_schema_version or output_schemas.DEFAULT_VERSION
+            _check_output(job.job_type, version, output)
+            prompt, completion = int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
+            result = AiRuntimeResult.objects.create(
+                job=job,
+                attempt_no=attempt_no,
+                idempotency_key=key,
+                output_hash=digest,
+                output_schema_version=version,
+                output=output,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                total_tokens=int(usage.get("totalTokens") or prompt + completion),
+                cost_cents=cost_cents,
+                runtime_instance_id=instance_id,
+                created_at=now,
+            )
+            return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
+    existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
+    if existing is None:
+        raise _refuse(job_id, instance_id, attempt_no)
+    if existing.idempotency_key == key:
+        return SubmittedResult(job_id=job_id, result_id=existing.id, duplicate=True)
+    raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")
+
+
+def _check_output(job_type: str, version: str, output: dict[str, Any]) -> None:
+    try:
+        errors = output_schemas.validation_errors(job_type, version, output)
+    except output_schemas.UnknownSchema:
+        raise DomainError(
+            ErrorCode.RESULT_SCHEMA_UNSUPPORTED,
+            f"Output schema {version} of {job_type} is not supported; known: {', '.join(output_schemas.versions())}",
+        ) from None
+    if errors:
+        raise DomainError(ErrorCode.RESULT_SCHEMA_UNSUPPORTED, "Output does not match its schema: " + "; ".join(errors))
+
+
+def retry_delay(attempt_no: int) -> dt.timedelta:
+    """Exponential backoff with equal jitter: half the step is fixed, half random,
+    so runtimes failing together do not come back together."""
+    step = min(
+        settings.AI_JOB_RETRY_BACKOFF_MAX_SECONDS,
+        settings.AI_JOB_RETRY_BACKOFF_BASE_SECONDS * 2 ** max(0, attempt_no - 1),
+    )
+    return dt.timedelta(seconds=step / 2 + random.uniform(0, step / 2))
+
+
+@dataclass(frozen=True)
+class FailOutcome:
+    job_id: str
+    status: str
+    retry_count: int
+
+
+def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str, error_message: str) -> FailOutcome:
+    """A runtime reports a failure; the retryable column of seed 002 §1.3 decides."""
+    code = RuntimeErrorCode.from_code(error_code)
+    now = timezone.now()
+    moved = transitions.fail(
+        job_id=job_id,
+        instance_id=instance_id,
+        attempt_no=attempt_no,
+        error_code=code.code,
+        error_message=error_message[:4000],
+        retryable=code.retryable,
+        cancelled=code is RuntimeErrorCode.JOB_CANCELLED,
+        retry_at=now + retry_delay(attempt_no),
+        now=now,
+    )
+    if moved is None:
+        raise _refuse(job_id, instance_id, attempt_no)
+    status, retry_count = moved
+    return FailOutcome(job_id=job_id, status=status, retry_count=retry_count)
+
+
+_LOG_FIELDS = (
+    "provider",
+    "model_name",
+    "request_id",
+    "started_at",
+    "latency_ms",
+    "http_status",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cost_cents",
+    "error_code",
+)
+
+
+def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict[str, Any]]) -> int:
+    """Store a runtime's model-call telemetry. Logs may come after the result, and
+    from a runtime that lost its lease: they are history, not a transition. A log
+    sent twice (same job, attempt and request id) is stored once."""
+    job = AiRuntimeJob.objects.filter(id=job_id).only("attempt_no").first()
+    if job is None:
+        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    bad = {
+        str(i): ["attemptNo is not an attempt of this job"]
+        for i, log in enumerate(logs)
+        if not 1 <= log["attempt_no"] <= job.attempt_no
+    }
+    if bad:
+        raise DomainError(ErrorCode.VALIDATION_ERROR, "A log names an attempt the job never had", fields={"logs": bad})
+    rows = [
+        AiInvocationLog(
+            job_id=job_id,
+            attempt_no=log["attempt_no"],
+            runtime_instance_id=instance_id,
+            **{field: log[field] for field in _LOG_FIELDS if log.get(field) is not None},
+        )
+        for log in logs
+    ]
+    AiInvocationLog.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+# --- the reaper -------------------------------------------------------------------------
+
+
+def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
+    """Return lapsed work to the queue (seed 000 §5.4, §6.1): a job whose lease
+    lapsed or whose attempt ran past ``timeoutSeconds`` becomes ``expired`` and then
+    ``pending`` with ``retryCount + 1``, or ``failed`` (``JOB_TIMEOUT``) when no
+    retries remain. Each batch is its own short transaction and the cursor moves
+    on by id, so a backlog of any size drains without one long lock."""
+    batch = batch_size or settings.AI_JOB_REAPER_BATCH_SIZE
+    now = timezone.now()  # fixed for the run: what lapses later is the next run's
+    totals: Counter[str] = Counter()
+    cursor = ""
+    while True:
+        with transaction.atomic():
+            ids = transitions.lapsed_ids(after_id=cursor, now=now, limit=batch)
+            if not ids:
+                break
+            totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
+            totals.update(transitions.settle_expired(job_ids=ids, now=now).values())
+        cursor = ids[-1]
+        if len(ids) < batch:
+            break
+    if totals:
+        logger.info("reaper: %s", dict(totals))
+    return totals

@@ -1,0 +1,235 @@
+"""The job state machine (seed 000 §3), in one place.
+
+Every transition is ONE conditional ``UPDATE ... WHERE id = ... AND status IN (...)``
+whose row count decides: a runtime that lost its lease, a second runtime racing
+for the same job, or a stale retry all match zero rows and change nothing. No
+status is ever read, changed in Python and saved.
+
+    pending ──lock/claim──▶ locked ──heartbeat──▶ running
+       ▲                      │                      │
+       │                      ├──── result ─────────▶ succeeded
+       │                      ├──── fail ───────────▶ failed | cancelled
+       ├──── fail (retryable) ┤                      │
+       └──── reaper ◀─ expired ◀── lease lapsed or timeoutSeconds passed
+    pending ──cancel──▶ cancelled
+
+The statements are written in SQL both PostgreSQL and SQLite run (``RETURNING``
+included); claiming adds ``FOR UPDATE SKIP LOCKED`` where the database has it.
+Times are computed here in Python and passed in, so every database agrees.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from ai_jobs.models import AiRuntimeJob
+
+TABLE = AiRuntimeJob._meta.db_table
+ACTIVE_SQL = "status IN ('locked', 'running')"
+# Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
+HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    return value
+
+
+def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
+    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs."""
+    return list(AiRuntimeJob.objects.raw(sql, tuple(params)))
+
+
+def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_adapt(p) for p in params])
+        return cursor.fetchall()
+
+
+def _ms(moment: dt.datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _placeholders(values: Sequence[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+_LOCK_SET = (
+    "status = 'locked', locked_by = %s, locked_at = %s, lock_until = %s, "
+    "deadline_ms = %s + timeout_seconds * 1000, attempt_no = attempt_no + 1, updated_at = %s"
+)
+
+
+def lock(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta) -> AiRuntimeJob | None:
+    """pending → locked, for one named job (seed 000 §5.1, §5.2)."""
+    sql = (
+        f"UPDATE {TABLE} SET {_LOCK_SET} WHERE id = %s AND status = 'pending' AND available_at <= %s "
+        "AND (lock_until IS NULL OR lock_until < %s) RETURNING *"
+    )
+    rows = _jobs(sql, [instance_id, now, now + lease, _ms(now), now, job_id, now, now])
+    return rows[0] if rows else None
+
+
+def claim(
+    *, job_types: Sequence[str], limit: int, instance_id: str, now: dt.datetime, lease: dt.timedelta
+) -> list[AiRuntimeJob]:
+    """pending → locked for the first ``limit`` due jobs of the given types, in
+    ``(priority, created_at, id)`` order. ``SKIP LOCKED`` lets any number of runtimes
+    claim at once: each skips the rows another is taking instead of waiting for them."""
+    if not job_types or limit <= 0:
+        return []
+    skip_locked = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    # A materialized CTE: the inner LIMIT is applied once. ``id IN (SELECT ... LIMIT)``
+    # may be re-planned as a join that locks and updates more rows than asked for.
+    sql = (
+        f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE status = 'pending' AND available_at <= %s "
+        f"AND job_type IN ({_placeholders(job_types)}) ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
+        f"UPDATE {TABLE} SET {_LOCK_SET} WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING *"
+    )
+    jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now])
+    jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return jobs
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    lock_until: dt.datetime
+    cancel_requested: bool
+
+
+def heartbeat(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta) -> Heartbeat | None:
+    """Extend the lease; the first heartbeat moves locked → running (seed 000 §5.3)."""
+    lock_until = now + lease
+    rows = _rows(
+        f"UPDATE {TABLE} SET lock_until = %s, status = 'running', "
+        "started_at = CASE WHEN status = 'locked' THEN %s ELSE started_at END, updated_at = %s "
+        f"WHERE {HOLDER_SQL} RETURNING cancel_requested",
+        [lock_until, now, now, job_id, instance_id, now],
+    )
+    return Heartbeat(lock_until=lock_until, cancel_requested=bool(rows[0][0])) if rows else None
+
+
+def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> AiRuntimeJob | None:
+    """locked/running → succeeded, by the holder of this very attempt."""
+    rows = _jobs(
+        f"UPDATE {TABLE} SET status = 'succeeded', finished_at = %s, lock_until = NULL, "
+        "error_code = NULL, error_message = NULL, updated_at = %s "
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING *",
+        [now, now, job_id, instance_id, now, attempt_no],
+    )
+    return rows[0] if rows else None
+
+
+def fail(
+    *,
+    job_id: str,
+    instance_id: str,
+    attempt_no: int,
+    error_code: str,
+    error_message: str,
+    retryable: bool,
+    cancelled: bool,
+    retry_at: dt.datetime,
+    now: dt.datetime,
+) -> tuple[str, int] | None:
+    """locked/running → pending (retryable, retries left; available again at
+    ``retry_at``), → cancelled (``JOB_CANCELLED``) or → failed. Returns the new
+    status and retry count."""
+    if cancelled:
+        target = "'cancelled'"
+        retry = "FALSE"
+    else:
+        retry = "(%s AND retry_count < max_retry_count)" % ("TRUE" if retryable else "FALSE")
+        target = f"CASE WHEN {retry} THEN 'pending' ELSE 'failed' END"
+    rows = _rows(
+        f"UPDATE {TABLE} SET status = {target}, "
+        f"retry_count = CASE WHEN {retry} THEN retry_count + 1 ELSE retry_count END, "
+        f"available_at = CASE WHEN {retry} THEN %s ELSE available_at END, "
+        f"finished_at = CASE WHEN {retry} THEN NULL ELSE %s END, "
+        f"locked_by = CASE WHEN {retry} THEN NULL ELSE locked_by END, "
+        "lock_until = NULL, deadline_ms = NULL, error_code = %s, error_message = %s, updated_at = %s "
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count",
+        [retry_at, now, error_code, error_message, now, job_id, instance_id, now, attempt_no],
+    )
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+def cancel_pending(*, job_ids: Sequence[str], now: dt.datetime, reason: str) -> int:
+    """pending → cancelled. Cancelled jobs are never handed to a runtime again."""
+    if not job_ids:
+        return 0
+    rows = _rows(
+        f"UPDATE {TABLE} SET status = 'cancelled', finished_at = %s, error_code = 'JOB_CANCELLED', "
+        f"error_message = %s, updated_at = %s WHERE status = 'pending' AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        [now, reason, now, *job_ids],
+    )
+    return len(rows)
+
+
+def request_cancel(*, job_ids: Sequence[str], now: dt.datetime) -> int:
+    """Flag locked/running jobs; their runtime sees ``cancelRequested`` on its next heartbeat."""
+    if not job_ids:
+        return 0
+    rows = _rows(
+        f"UPDATE {TABLE} SET cancel_requested = TRUE, updated_at = %s "
+        f"WHERE {ACTIVE_SQL} AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        [now, *job_ids],
+    )
+    return len(rows)
+
+
+def expire(*, job_ids: Sequence[str], now: dt.datetime) -> list[str]:
+    """locked/running → expired, for the given jobs whose lease lapsed or whose
+    attempt ran past ``timeout_seconds``; the condition is checked again here, so a
+    job that heartbeat in the meantime stays where it is."""
+    if not job_ids:
+        return []
+    rows = _rows(
+        f"UPDATE {TABLE} SET status = 'expired', lock_until = NULL, updated_at = %s "
+        f"WHERE {ACTIVE_SQL} AND (lock_until < %s OR deadline_ms < %s) "
+        f"AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        [now, now, _ms(now), *job_ids],
+    )
+    return [row[0] for row in rows]
+
+
+def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> dict[str, str]:
+    """expired → pending with ``retry_count + 1`` while retries remain, else failed
+    with ``JOB_TIMEOUT``; a job whose cancellation was requested ends cancelled."""
+    if not job_ids:
+        return {}
+    retry = "(cancel_requested = FALSE AND retry_count < max_retry_count)"
+    rows = _rows(
+        f"UPDATE {TABLE} SET "
+        f"status = CASE WHEN cancel_requested THEN 'cancelled' WHEN {retry} THEN 'pending' ELSE 'failed' END, "
+        f"retry_count = CASE WHEN {retry} THEN retry_count + 1 ELSE retry_count END, "
+        f"available_at = CASE WHEN {retry} THEN %s ELSE available_at END, "
+        f"finished_at = CASE WHEN {retry} THEN NULL ELSE %s END, "
+        f"locked_by = CASE WHEN {retry} THEN NULL ELSE locked_by END, "
+        f"error_code = CASE WHEN cancel_requested THEN 'JOB_CANCELLED' ELSE 'JOB_TIMEOUT' END, "
+        "error_message = CASE WHEN cancel_requested THEN 'Cancelled; the lease lapsed before the runtime confirmed' "
+        "ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END, "
+        "deadline_ms = NULL, updated_at = %s "
+        f"WHERE status = 'expired' AND id IN ({_placeholders(job_ids)}) RETURNING id, status",
+        [now, now, now, *job_ids],
+    )
+    return {row[0]: row[1] for row in rows}
+
+
+def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:
+    """Ids of leased jobs whose lease lapsed or whose attempt timed out, and of jobs
+    left ``expired``, after the cursor ``after_id``, locked for this transaction."""
+    skip_locked = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    rows = _rows(
+        f"SELECT id FROM {TABLE} WHERE status IN ('locked', 'running', 'expired') AND id > %s "
+        "AND (status = 'expired' OR lock_until < %s OR deadline_ms < %s) "
+        f"ORDER BY id LIMIT %s{skip_locked}",
+        [after_id, now, _ms(now), limit],
+    )
+    return [row[0] for row in rows]

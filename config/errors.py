@@ -1,0 +1,197 @@
+"""Every error code of the seeds, mapped to its HTTP status and retryable flag,
+and the one DRF exception handler that renders the contract's error body:
+
+    {"error": {"code": "JOB_NOT_FOUND", "message": "...", "retryable": false}}
+
+Services raise ``DomainError(ErrorCode.X, "message")``; no view builds an error body.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from enum import Enum
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+
+class ErrorCode(Enum):
+    """(HTTP status, retryable). The value is the code itself."""
+
+    # Conventions (contract §1)
+    VALIDATION_ERROR = ("VALIDATION_ERROR", 400, False)
+    UNAUTHORIZED = ("UNAUTHORIZED", 401, False)
+    FORBIDDEN = ("FORBIDDEN", 403, False)
+    NOT_FOUND = ("NOT_FOUND", 404, False)
+    METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", 405, False)
+    UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", 415, False)
+    RATE_LIMITED = ("RATE_LIMITED", 429, True)
+
+    # Seed 002 §1.1: internal API (runtime <-> API)
+    JOB_NOT_FOUND = ("JOB_NOT_FOUND", 404, False)
+    JOB_NOT_ACTIVE = ("JOB_NOT_ACTIVE", 409, False)
+    JOB_ALREADY_LOCKED = ("JOB_ALREADY_LOCKED", 409, True)
+    SNAPSHOT_NOT_FOUND = ("SNAPSHOT_NOT_FOUND", 404, False)
+    CREDENTIAL_NOT_FOUND = ("CREDENTIAL_NOT_FOUND", 404, False)
+    CREDENTIAL_REQUIRED = ("CREDENTIAL_REQUIRED", 400, False)
+    RESULT_ALREADY_EXISTS = ("RESULT_ALREADY_EXISTS", 409, False)
+    RESULT_SCHEMA_UNSUPPORTED = ("RESULT_SCHEMA_UNSUPPORTED", 422, False)
+    INTERNAL_ERROR = ("INTERNAL_ERROR", 500, True)
+
+    # Seed 002 §1.2: user API
+    AI_ANALYSIS_DISABLED = ("AI_ANALYSIS_DISABLED", 400, False)
+    INVALID_JOB_TYPE = ("INVALID_JOB_TYPE", 400, False)
+    INVALID_TARGET_TYPE = ("INVALID_TARGET_TYPE", 400, False)
+    DAILY_JOB_LIMIT_EXCEEDED = ("DAILY_JOB_LIMIT_EXCEEDED", 400, False)
+    DAILY_TOKEN_BUDGET_EXCEEDED = ("DAILY_TOKEN_BUDGET_EXCEEDED", 400, False)
+    PLATFORM_CIRCUIT_OPEN = ("PLATFORM_CIRCUIT_OPEN", 503, True)
+    PLATFORM_CIRCUIT_HALF_OPEN = ("PLATFORM_CIRCUIT_HALF_OPEN", 503, True)
+    PLATFORM_TOKEN_BUDGET_EXCEEDED = ("PLATFORM_TOKEN_BUDGET_EXCEEDED", 400, False)
+    PLATFORM_COST_BUDGET_EXCEEDED = ("PLATFORM_COST_BUDGET_EXCEEDED", 400, False)
+
+    # Model-asynch (contract §6)
+    MODEL_NOT_FOUND = ("MODEL_NOT_FOUND", 404, False)
+    MODEL_DISABLED = ("MODEL_DISABLED", 409, False)
+    QUEUE_LIMIT_EXCEEDED = ("QUEUE_LIMIT_EXCEEDED", 429, True)
+
+    def __init__(self, code: str, http_status: int, retryable: bool) -> None:
+        self.code = code
+        self.http_status = http_status
+        self.retryable = retryable
+
+
+class RuntimeErrorCode(Enum):
+    """Seed 002 §1.3: what a runtime reports through ``/fail``, with the retryable
+    column that decides between another attempt and a final failure. Seed 002 (the
+    later document) wins over seed 000 for ``JOB_TIMEOUT``: not retryable."""
+
+    JOB_CANCELLED = ("JOB_CANCELLED", False)
+    JOB_TIMEOUT = ("JOB_TIMEOUT", False)
+    MODEL_TIMEOUT = ("MODEL_TIMEOUT", True)
+    MODEL_RATE_LIMIT = ("MODEL_RATE_LIMIT", True)
+    MODEL_NETWORK_ERROR = ("MODEL_NETWORK_ERROR", True)
+    SNAPSHOT_FETCH_FAILED = ("SNAPSHOT_FETCH_FAILED", True)
+    INVALID_SNAPSHOT = ("INVALID_SNAPSHOT", False)
+    CREDENTIAL_RESOLVE_FAILED = ("CREDENTIAL_RESOLVE_FAILED", False)
+    UNSUPPORTED_JOB_TYPE = ("UNSUPPORTED_JOB_TYPE", False)
+    MODEL_RESPONSE_INVALID = ("MODEL_RESPONSE_INVALID", False)
+    MODEL_JSON_PARSE_FAILED = ("MODEL_JSON_PARSE_FAILED", False)
+
+    def __init__(self, code: str, retryable: bool) -> None:
+        self.code = code
+        self.retryable = retryable
+
+    @classmethod
+    def codes(cls) -> list[str]:
+        return [member.code for member in cls]
+
+    @classmethod
+    def from_code(cls, code: str) -> RuntimeErrorCode:
+        return cls[code]
+
+
+class DomainError(Exception):
+    """A failure a service reports to its caller with one of the contract's codes."""
+
+    def __init__(self, code: ErrorCode, message: str = "", *, fields: dict[str, Any] | None = None) -> None:
+        super().__init__(message or code.code)
+        self.code = code
+        self.message = message or code.code.replace("_", " ").capitalize()
+        self.fields = fields
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.code, self.message, fields=self.fields)
+
+
+def error_body(code: ErrorCode, message: str, *, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code.code, "message": message, "retryable": code.retryable}
+    if fields is not None:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def _message_of(detail: Any) -> str:
+    if isinstance(detail, list | tuple) and detail:
+        return _message_of(detail[0])
+    if isinstance(detail, dict) and detail:
+        return _message_of(next(iter(detail.values())))
+    return str(detail)
+
+
+def _fields_of(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return {key: _flatten(value) for key, value in detail.items()}
+    return {"nonFieldErrors": _flatten(detail)}
+
+
+def _flatten(detail: Any) -> Any:
+    if isinstance(detail, dict):
+        return {key: _flatten(value) for key, value in detail.items()}
+    if isinstance(detail, list | tuple):
+        return [_flatten(item) for item in detail]
+    return str(detail)
+
+
+_DRF_CODES: list[tuple[type[exceptions.APIException], ErrorCode]] = [
+    (exceptions.ValidationError, ErrorCode.VALIDATION_ERROR),
+    (exceptions.ParseError, ErrorCode.VALIDATION_ERROR),
+    (exceptions.NotAuthenticated, ErrorCode.UNAUTHORIZED),
+    (exceptions.AuthenticationFailed, ErrorCode.UNAUTHORIZED),
+    (exceptions.PermissionDenied, ErrorCode.FORBIDDEN),
+    (exceptions.NotFound, ErrorCode.NOT_FOUND),
+    (exceptions.MethodNotAllowed, ErrorCode.METHOD_NOT_ALLOWED),
+    (exceptions.UnsupportedMediaType, ErrorCode.UNSUPPORTED_MEDIA_TYPE),
+    (exceptions.NotAcceptable, ErrorCode.VALIDATION_ERROR),
+    (exceptions.Throttled, ErrorCode.RATE_LIMITED),
+]
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape."""
+    if isinstance(exc, DomainError):
+        return Response(exc.body(), status=exc.code.http_status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.APIException):
+        return _api_exception_response(exc)
+    logger.exception("Unhandled error in %s", context.get("view").__class__.__name__ if context.get("view") else "view")
+    return Response(error_body(ErrorCode.INTERNAL_ERROR, "Internal server error"), status=500)
+
+
+def _api_exception_response(exc: exceptions.APIException) -> Response:
+    code = next((c for klass, c in _DRF_CODES if isinstance(exc, klass)), None)
+    headers: dict[str, str] = {}
+    if code is None:  # an APIException no table names: keep its status, say what it is
+        body = {
+            "error": {"code": str(exc.default_code).upper(), "message": _message_of(exc.detail), "retryable": False}
+        }
+        return Response(body, status=exc.status_code)
+    if isinstance(exc, exceptions.ValidationError):
+        body = error_body(code, "Request validation failed: " + _message_of(exc.detail), fields=_fields_of(exc.detail))
+    elif code is ErrorCode.VALIDATION_ERROR:
+        body = error_body(code, _message_of(exc.detail), fields={})
+    else:
+        body = error_body(code, _message_of(exc.detail))
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.wait)))
+    if code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = 'Bearer realm="api"'
+    return Response(body, status=code.http_status, headers=headers)
+
+
+def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """handler404 for paths outside DRF's views."""
+    return JsonResponse(error_body(ErrorCode.NOT_FOUND, "Not found"), status=404)
+
+
+def json_server_error(request: HttpRequest) -> JsonResponse:
+    """handler500: the contract's body even when Django itself fails."""
+    return JsonResponse(error_body(ErrorCode.INTERNAL_ERROR, "Internal server error"), status=500)

@@ -1,0 +1,23 @@
+"""Opaque object ids: a short type prefix and 26 characters of Crockford base32.
+
+The first 10 characters are the creation time in milliseconds, so ids sort by
+creation and new rows land at the right edge of the primary-key index; the other
+16 are 80 random bits, so ids cannot be guessed or enumerated.
+"""
+
+import secrets
+import time
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def _base32(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, digit = divmod(value, 32)
+        chars.append(_ALPHABET[digit])
+    return "".join(reversed(chars))
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{_base32(time.time_ns() // 1_000_000, 10)}{_base32(secrets.randbits(80), 16)}"

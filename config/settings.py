@@ -1,0 +1,179 @@
+"""One settings module. Every value comes from the environment with the seeds' defaults.
+
+The embedded default (no variable set) is SQLite, a local-memory cache and a
+filesystem Celery broker, so ``make run`` needs no server. ``DATABASE_URL``,
+``REDIS_URL`` and ``CELERY_BROKER_URL`` turn the same code into the production setup.
+"""
+
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+# The default is only for the embedded setup; ``check --deploy`` flags it.
+SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-embedded-default-set-SECRET_KEY-in-production")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "ai_jobs",
+    "quotas",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, Celery, runtime) share the file: wait for the writer
+    # instead of failing, and take the write lock at BEGIN so no transaction has
+    # to be retried halfway.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL;",
+    }
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+MEDIA_ROOT = VAR_DIR / "media"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AI job platform",
+    "DESCRIPTION": "AI runtime jobs, the internal Runtime API, and the model-asynch middleware.",
+    "VERSION": "1.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery -------------------------------------------------------------------
+# Without a broker server the embedded default passes messages through files,
+# which every local process (web, worker, beat) can share.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    _broker_dir = VAR_DIR / "celery-broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir),
+        "data_folder_out": str(_broker_dir),
+        "processed_folder": str(VAR_DIR / "celery-processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- AI runtime jobs (contract §3, §7) -------------------------------------------
+# No default token: with none set the internal API admits no runtime (make run sets one).
+RUNTIME_SERVICE_TOKENS = [t for t in env.list("RUNTIME_SERVICE_TOKENS", default=[]) if t]
+AI_JOB_LOCK_SECONDS = env.int("AI_JOB_LOCK_SECONDS", default=60)
+AI_JOB_REAPER_INTERVAL_SECONDS = env.int("AI_JOB_REAPER_INTERVAL_SECONDS", default=15)
+AI_JOB_REAPER_BATCH_SIZE = env.int("AI_JOB_REAPER_BATCH_SIZE", default=500)
+AI_JOB_SNAPSHOT_TTL_SECONDS = env.int("AI_JOB_SNAPSHOT_TTL_SECONDS", default=3600)
+AI_JOB_RETRY_BACKOFF_BASE_SECONDS = env.float("AI_JOB_RETRY_BACKOFF_BASE_SECONDS", default=5.0)
+AI_JOB_RETRY_BACKOFF_MAX_SECONDS = env.float("AI_JOB_RETRY_BACKOFF_MAX_SECONDS", default=300.0)
+AI_JOB_DEFAULT_MAX_RETRY_COUNT = env.int("AI_JOB_DEFAULT_MAX_RETRY_COUNT", default=3)
+AI_JOB_DEFAULT_TIMEOUT_SECONDS = env.int("AI_JOB_DEFAULT_TIMEOUT_SECONDS", default=120)
+RUNTIME_THROTTLE_RATE = env.str("RUNTIME_THROTTLE_RATE", default="300/min")
+USER_THROTTLE_RATE = env.str("USER_THROTTLE_RATE", default="60/min")
+
+PLATFORM_DEEPSEEK_API_KEY = env.str("PLATFORM_DEEPSEEK_API_KEY", default="")
+DEEPSEEK_BASE_URL = env.str("DEEPSEEK_BASE_URL", default="https://api.deepseek.com")
+DEEPSEEK_MODEL = env.str("DEEPSEEK_MODEL", default="deepseek-chat")
+
+CELERY_BEAT_SCHEDULE = {
+    "reap-ai-jobs": {
+        "task": "ai_jobs.tasks.reap_jobs",
+        "schedule": timedelta(seconds=AI_JOB_REAPER_INTERVAL_SECONDS),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,345 @@
+"""The internal runtime API through HTTP: every transition of seed 000 §3 and
+every internal error code of seed 002 §1.1 in the situation the seed describes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
+from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.factories import VALID_OUTPUTS, JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _locked(runtime: RuntimeClient, **job_fields) -> AiRuntimeJob:
+    job = JobFactory(**job_fields)
+    assert runtime.lock(job.id).status_code == 200
+    return AiRuntimeJob.objects.get(id=job.id)
+
+
+# --- authentication ---------------------------------------------------------------
+
+
+def test_internal_api_needs_a_runtime_token(runtime):
+    job = JobFactory()
+    anonymous = RuntimeClient("x", token="")
+    anonymous.client.credentials(HTTP_X_RUNTIME_INSTANCE_ID="x")
+    response = anonymous.lock(job.id)
+    assert response.status_code == 401 and error_code(response) == "UNAUTHORIZED"
+    wrong = RuntimeClient("x", token="not-a-token")
+    assert error_code(wrong.lock(job.id)) == "UNAUTHORIZED"
+
+
+def test_x_internal_api_key_and_a_rotated_second_token_both_work():
+    job = JobFactory()
+    client = RuntimeClient("runtime-9")
+    client.client.credentials(HTTP_X_INTERNAL_API_KEY="test-runtime-token-next", HTTP_X_RUNTIME_INSTANCE_ID="runtime-9")
+    assert client.lock(job.id).status_code == 200
+
+
+def test_a_call_that_acts_on_a_job_needs_the_instance_header(runtime):
+    job = JobFactory()
+    runtime.client.credentials(HTTP_AUTHORIZATION="Bearer test-runtime-token")
+    response = runtime.lock(job.id)
+    assert response.status_code == 400
+    body = response.json()["error"]
+    assert body["code"] == "VALIDATION_ERROR" and "x-runtime-instance-id" in body["fields"]
+
+
+# --- poll -------------------------------------------------------------------------
+
+
+def test_poll_returns_due_pending_jobs_of_the_capabilities_in_queue_order(runtime):
+    now = timezone.now()
+    late = JobFactory(priority=5, created_at=now - dt.timedelta(minutes=10))
+    first = JobFactory(priority=0, created_at=now - dt.timedelta(minutes=1))
+    second = JobFactory(priority=0, created_at=now)
+    JobFactory(job_type="quiz_generation", target_type="knowledge_base")  # not a capability
+    JobFactory(available_at=now + dt.timedelta(minutes=5))  # backing off
+    JobFactory(status="cancelled")
+    response = runtime.post("jobs/poll", {"capabilities": ["learning_state_analysis"], "limit": 10})
+    assert response.status_code == 200
+    assert [j["jobId"] for j in response.json()["jobs"]] == [first.id, second.id, late.id]
+    job = response.json()["jobs"][0]
+    assert set(job) == {
+        "jobId", "jobType", "targetType", "targetId", "userId", "status", "priority", "apiKeyMode", "credentialId",
+        "modelProvider", "modelName", "promptVersion", "outputSchemaVersion", "attemptNo", "retryCount",
+        "maxRetryCount", "timeoutSeconds", "params", "lockUntil", "createdAt",
+    }  # fmt: skip
+    assert job["status"] == "pending" and job["lockUntil"] is None
+
+
+def test_poll_clamps_the_limit_to_50_and_returns_an_empty_list_when_idle(runtime):
+    assert runtime.post("jobs/poll", {"capabilities": ALL_TYPES}).json() == {"jobs": []}
+    JobFactory.create_batch(55)
+    assert len(runtime.post("jobs/poll", {"capabilities": ALL_TYPES, "limit": 500}).json()["jobs"]) == 50
+
+
+def test_poll_rejects_an_unknown_capability_with_a_validation_error(runtime):
+    response = runtime.post("jobs/poll", {"capabilities": ["astrology"]})
+    assert response.status_code == 400 and "capabilities" in response.json()["error"]["fields"]
+
+
+# --- lock and claim -----------------------------------------------------------------
+
+
+def test_lock_moves_pending_to_locked_with_a_lease_and_a_new_attempt(runtime, settings):
+    job = JobFactory()
+    before = timezone.now()
+    response = runtime.lock(job.id)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "locked" and body["attemptNo"] == 1 and body["jobId"] == job.id
+    expected = (before + dt.timedelta(seconds=settings.AI_JOB_LOCK_SECONDS)).timestamp() * 1000
+    assert abs(body["lockUntil"] - expected) < 2000
+    job.refresh_from_db()
+    assert job.locked_by == "runtime-1" and job.status == "locked"
+
+
+def test_lock_of_a_job_another_runtime_holds_is_job_already_locked(runtime, other_runtime):
+    job = _locked(runtime)
+    response = other_runtime.lock(job.id)
+    assert response.status_code == 409 and error_code(response) == "JOB_ALREADY_LOCKED"
+    assert response.json()["error"]["retryable"] is True
+
+
+def test_lock_of_a_final_job_is_job_not_active_and_of_a_missing_job_not_found(runtime):
+    for status in ("succeeded", "failed", "cancelled"):
+        response = runtime.lock(JobFactory(status=status).id)
+        assert response.status_code == 409 and error_code(response) == "JOB_NOT_ACTIVE"
+    response = runtime.lock("job_missing")
+    assert response.status_code == 404 and error_code(response) == "JOB_NOT_FOUND"
+
+
+def test_claim_locks_the_jobs_it_returns_for_the_caller(runtime):
+    jobs = JobFactory.create_batch(3)
+    response = runtime.claim(limit=2)
+    claimed = response.json()["jobs"]
+    assert [j["jobId"] for j in claimed] == [jobs[0].id, jobs[1].id]
+    assert all(j["status"] == "locked" and j["attemptNo"] == 1 and j["lockUntil"] for j in claimed)
+    assert AiRuntimeJob.objects.get(id=jobs[0].id).locked_by == "runtime-1"
+    assert AiRuntimeJob.objects.get(id=jobs[2].id).status == "pending"
+
+
+# --- heartbeat --------------------------------------------------------------------
+
+
+def test_first_heartbeat_moves_locked_to_running_and_extends_the_lease(runtime):
+    job = _locked(runtime)
+    response = runtime.heartbeat(job.id)
+    assert response.status_code == 200
+    body = response.json()
+    assert body == {"jobId": job.id, "lockUntil": body["lockUntil"], "cancelRequested": False}
+    job.refresh_from_db()
+    assert job.status == "running" and job.started_at is not None
+    assert body["lockUntil"] == int(job.lock_until.timestamp() * 1000)
+
+
+def test_heartbeat_reports_a_requested_cancellation(runtime):
+    job = _locked(runtime)
+    AiRuntimeJob.objects.filter(id=job.id).update(cancel_requested=True)
+    assert runtime.heartbeat(job.id).json()["cancelRequested"] is True
+
+
+def test_heartbeat_from_another_instance_or_on_a_lapsed_lease_is_job_not_active(runtime, other_runtime):
+    job = _locked(runtime)
+    assert error_code(other_runtime.heartbeat(job.id)) == "JOB_NOT_ACTIVE"
+    AiRuntimeJob.objects.filter(id=job.id).update(lock_until=timezone.now() - dt.timedelta(seconds=1))
+    response = runtime.heartbeat(job.id)
+    assert response.status_code == 409 and "lapsed" in response.json()["error"]["message"]
+    assert error_code(runtime.heartbeat("job_missing")) == "JOB_NOT_FOUND"
+
+
+# --- snapshot and credential -----------------------------------------------------------
+
+
+def test_snapshot_is_built_when_missing_and_rebuilt_when_expired(runtime):
+    job = _locked(runtime)
+    first = runtime.get(f"jobs/{job.id}/snapshot")
+    assert first.status_code == 200
+    body = first.json()
+    assert body["jobId"] == job.id and body["targetType"] == "user" and body["schemaVersion"] == "v1"
+    assert body["data"]["learner"]["userId"] == str(job.user_id)
+    assert runtime.get(f"jobs/{job.id}/snapshot").json()["snapshotId"] == body["snapshotId"]
+    job.refresh_from_db()
+    type(job.snapshot).objects.filter(id=job.snapshot_id).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    rebuilt = runtime.get(f"jobs/{job.id}/snapshot").json()
+    assert rebuilt["snapshotId"] != body["snapshotId"]
+
+
+def test_snapshot_and_credential_are_only_for_the_lock_holder(runtime, other_runtime):
+    job = _locked(runtime)
+    assert error_code(other_runtime.get(f"jobs/{job.id}/snapshot")) == "JOB_NOT_ACTIVE"
+    assert error_code(other_runtime.post(f"jobs/{job.id}/credential")) == "JOB_NOT_ACTIVE"
+    assert error_code(runtime.get("jobs/job_missing/snapshot")) == "JOB_NOT_FOUND"
+
+
+def test_credential_resolves_the_platform_key_for_the_holder(runtime, settings):
+    job = _locked(runtime)
+    response = runtime.post(f"jobs/{job.id}/credential")
+    assert response.status_code == 200
+    assert response.json() == {
+        "apiKeyMode": "platform_key",
+        "provider": "deepseek",
+        "baseUrl": settings.DEEPSEEK_BASE_URL,
+        "modelName": job.model_name,
+        "apiKey": "sk-platform-test-key",
+    }
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_credential_of_a_user_key_job_without_credential_is_required_else_not_found(runtime):
+    job = _locked(runtime, api_key_mode="user_deepseek_key")
+    response = runtime.post(f"jobs/{job.id}/credential")
+    assert response.status_code == 400 and error_code(response) == "CREDENTIAL_REQUIRED"
+    job = _locked(runtime, api_key_mode="user_deepseek_key", credential_id="cred_gone")
+    response = runtime.post(f"jobs/{job.id}/credential")
+    assert response.status_code == 404 and error_code(response) == "CREDENTIAL_NOT_FOUND"
+
+
+# --- result -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job_type", ALL_TYPES)
+def test_a_valid_result_of_each_job_type_succeeds_the_job(runtime, job_type):
+    target = "knowledge_base" if job_type in ("quiz_generation", "flashcard_generation") else "user"
+    job = _locked(runtime, job_type=job_type, target_type=target)
+    runtime.heartbeat(job.id)
+    response = runtime.result(
+        job.id, 1, VALID_OUTPUTS[job_type], usage={"promptTokens": 100, "completionTokens": 20}, costCents="0.0421"
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "succeeded" and body["duplicate"] is False and body["jobId"] == job.id
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.finished_at is not None and job.lock_until is None
+    result = AiRuntimeResult.objects.get(job=job)
+    assert result.id == body["resultId"] and result.total_tokens == 120 and str(result.cost_cents) == "0.0421"
+
+
+def test_the_same_result_again_is_a_duplicate_and_a_different_one_conflicts(runtime):
+    job = _locked(runtime)
+    output = VALID_OUTPUTS["learning_state_analysis"]
+    first = runtime.result(job.id, 1, output).json()
+    again = runtime.result(job.id, 1, dict(reversed(list(output.items()))))  # same canonical JSON
+    assert again.status_code == 200 and again.json() == {**first, "duplicate": True}
+    different = runtime.result(job.id, 1, {**output, "summary": "Something else"})
+    assert different.status_code == 409 and error_code(different) == "RESULT_ALREADY_EXISTS"
+    assert AiRuntimeResult.objects.filter(job=job).count() == 1
+
+
+def test_a_result_that_misses_its_schema_or_names_an_unknown_version_is_422(runtime):
+    job = _locked(runtime)
+    bad = runtime.result(job.id, 1, {"summary": "no score"})
+    assert bad.status_code == 422 and error_code(bad) == "RESULT_SCHEMA_UNSUPPORTED"
+    assert "masteryScore" in bad.json()["error"]["message"]
+    unknown = runtime.result(job.id, 1, VALID_OUTPUTS["learning_state_analysis"], outputSchemaVersion="v9")
+    assert unknown.status_code == 422 and error_code(unknown) == "RESULT_SCHEMA_UNSUPPORTED"
+    job.refresh_from_db()
+    assert job.status == "locked" and not AiRuntimeResult.objects.filter(job=job).exists()
+
+
+def test_a_result_from_a_stale_attempt_or_another_instance_is_job_not_active(runtime, other_runtime):
+    job = _locked(runtime)
+    output = VALID_OUTPUTS["learning_state_analysis"]
+    assert error_code(runtime.result(job.id, 2, output)) == "JOB_NOT_ACTIVE"
+    assert error_code(other_runtime.result(job.id, 1, output)) == "JOB_NOT_ACTIVE"
+    assert error_code(runtime.result("job_missing", 1, output)) == "JOB_NOT_FOUND"
+
+
+def test_a_result_body_that_is_not_an_object_is_a_validation_error(runtime):
+    job = _locked(runtime)
+    response = runtime.post(f"jobs/{job.id}/result", {"attemptNo": "one", "output": [1, 2]})
+    assert response.status_code == 400
+    assert set(response.json()["error"]["fields"]) == {"attemptNo", "output"}
+    malformed = runtime.client.post(
+        f"/internal/runtime/jobs/{job.id}/result", "{not json", content_type="application/json"
+    )
+    assert malformed.status_code == 400 and error_code(malformed) == "VALIDATION_ERROR"
+
+
+# --- fail ---------------------------------------------------------------------------
+
+
+def test_a_retryable_failure_goes_back_to_pending_after_a_backoff(runtime):
+    job = _locked(runtime)
+    before = timezone.now()
+    response = runtime.fail(job.id, 1, "MODEL_RATE_LIMIT")
+    assert response.status_code == 200
+    assert response.json() == {"jobId": job.id, "status": "pending", "retryCount": 1}
+    job.refresh_from_db()
+    assert job.status == "pending" and job.locked_by is None and job.error_code == "MODEL_RATE_LIMIT"
+    assert job.available_at > before  # not offered again at once
+    assert runtime.post("jobs/poll", {"capabilities": ALL_TYPES}).json()["jobs"] == []
+
+
+def test_retries_are_counted_until_max_retry_count_then_failed(runtime):
+    job = JobFactory(max_retry_count=2)
+    statuses = []
+    for attempt in (1, 2, 3):
+        AiRuntimeJob.objects.filter(id=job.id).update(available_at=timezone.now())
+        assert runtime.lock(job.id).json()["attemptNo"] == attempt
+        statuses.append(runtime.fail(job.id, attempt, "MODEL_TIMEOUT").json())
+    assert [(s["status"], s["retryCount"]) for s in statuses] == [("pending", 1), ("pending", 2), ("failed", 2)]
+    job.refresh_from_db()
+    assert job.finished_at is not None
+
+
+@pytest.mark.parametrize(
+    "code", ["INVALID_SNAPSHOT", "CREDENTIAL_RESOLVE_FAILED", "UNSUPPORTED_JOB_TYPE", "MODEL_RESPONSE_INVALID",
+             "MODEL_JSON_PARSE_FAILED", "JOB_TIMEOUT"],
+)  # fmt: skip
+def test_a_non_retryable_failure_fails_the_job_for_good(runtime, code):
+    job = _locked(runtime)
+    assert runtime.fail(job.id, 1, code).json()["status"] == "failed"
+
+
+def test_job_cancelled_moves_the_job_to_cancelled(runtime):
+    job = _locked(runtime)
+    assert runtime.fail(job.id, 1, "JOB_CANCELLED").json() == {"jobId": job.id, "status": "cancelled", "retryCount": 0}
+
+
+def test_fail_with_an_unknown_code_or_by_a_stale_holder_is_refused(runtime, other_runtime):
+    job = _locked(runtime)
+    assert runtime.fail(job.id, 1, "SOMETHING_ELSE").status_code == 400
+    assert error_code(other_runtime.fail(job.id, 1, "MODEL_TIMEOUT")) == "JOB_NOT_ACTIVE"
+    assert error_code(runtime.fail(job.id, 7, "MODEL_TIMEOUT")) == "JOB_NOT_ACTIVE"
+
+
+# --- invocation logs ---------------------------------------------------------------------
+
+
+def test_invocation_logs_are_stored_once_even_when_sent_twice(runtime):
+    job = _locked(runtime)
+    log = {"attemptNo": 1, "provider": "deepseek", "modelName": "deepseek-chat", "requestId": "req-1",
+           "startedAt": timezone.now().isoformat(), "latencyMs": 812, "httpStatus": 200, "promptTokens": 10,
+           "completionTokens": 5, "totalTokens": 15, "costCents": "0.001", "errorCode": None}  # fmt: skip
+    for _ in range(2):
+        response = runtime.post(f"jobs/{job.id}/invocation-logs", {"logs": [log]})
+        assert response.status_code == 201 and response.json() == {"accepted": 1}
+    stored = AiInvocationLog.objects.get(job=job)
+    assert stored.latency_ms == 812 and stored.runtime_instance_id == "runtime-1"
+
+
+def test_invocation_logs_for_an_attempt_that_never_was_are_refused(runtime):
+    job = _locked(runtime)
+    response = runtime.post(f"jobs/{job.id}/invocation-logs", {"logs": [{"attemptNo": 3}]})
+    assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert error_code(runtime.post("jobs/job_missing/invocation-logs", {"logs": [{"attemptNo": 1}]})) == "JOB_NOT_FOUND"
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+def test_an_unknown_path_answers_the_contract_error_body(client):
+    response = client.get("/internal/runtime/nothing-here")
+    assert response.status_code == 404 and error_code(response) == "NOT_FOUND"
+
+
+def test_a_wrong_method_answers_405_in_the_contract_shape(runtime):
+    response = runtime.get("jobs/claim")
+    assert response.status_code == 405 and error_code(response) == "METHOD_NOT_ALLOWED"
