@@ -30,10 +30,15 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework_simplejwt",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "ai_jobs",
+    "learning",
+    "credentials",
     "quotas",
+    "asynch",
+    "runtime_worker",
 ]
 
 MIDDLEWARE = [
@@ -156,6 +161,41 @@ USER_THROTTLE_RATE = env.str("USER_THROTTLE_RATE", default="60/min")
 PLATFORM_DEEPSEEK_API_KEY = env.str("PLATFORM_DEEPSEEK_API_KEY", default="")
 DEEPSEEK_BASE_URL = env.str("DEEPSEEK_BASE_URL", default="https://api.deepseek.com")
 DEEPSEEK_MODEL = env.str("DEEPSEEK_MODEL", default="deepseek-chat")
+
+# --- users, quotas, platform budget (contract §4, seed 002 §2) ------------------------------
+SIMPLE_JWT = {
+    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("JWT_ACCESS_MINUTES", default=30)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("JWT_REFRESH_DAYS", default=7)),
+    "AUTH_HEADER_TYPES": ("Bearer",),
+}
+AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)
+AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET = env.int("AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET", default=100_000)
+PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_000_000)
+PLATFORM_DAILY_COST_BUDGET_CENTS = env.int("PLATFORM_DAILY_COST_BUDGET_CENTS", default=50_000)
+PLATFORM_CIRCUIT_FAILURE_THRESHOLD = env.int("PLATFORM_CIRCUIT_FAILURE_THRESHOLD", default=10)
+PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = env.int("PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS", default=2)
+
+# --- users' own model keys (contract §7) ---------------------------------------------------
+# base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.
+CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
+
+# --- model-asynch (seed 003, contract §6) -----------------------------------------------------
+ASYNCH_WORKER_ENABLED = env.bool("ASYNCH_WORKER_ENABLED", default=True)
+ASYNCH_WORKER_POLL_INTERVAL = env.float("ASYNCH_WORKER_POLL_INTERVAL", default=1.0)
+ASYNCH_WORKER_BATCH_SIZE = env.int("ASYNCH_WORKER_BATCH_SIZE", default=10)
+ASYNCH_WORKER_CONCURRENCY = env.int("ASYNCH_WORKER_CONCURRENCY", default=4)
+ASYNCH_TASK_TIMEOUT_SECONDS = env.int("ASYNCH_TASK_TIMEOUT_SECONDS", default=3600)
+ASYNCH_CLEANER_ENABLED = env.bool("ASYNCH_CLEANER_ENABLED", default=True)
+ASYNCH_CLEANER_INTERVAL = env.float("ASYNCH_CLEANER_INTERVAL", default=30.0)
+
+# --- the reference runtime (contract §7) --------------------------------------------------------
+RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
+RUNTIME_SERVICE_TOKEN = env.str("RUNTIME_SERVICE_TOKEN", default="")
+RUNTIME_INSTANCE_ID = env.str("RUNTIME_INSTANCE_ID", default="")
+RUNTIME_CONCURRENCY = env.int("RUNTIME_CONCURRENCY", default=4)
+RUNTIME_CAPABILITIES = env.list("RUNTIME_CAPABILITIES", default=[])
+RUNTIME_HEARTBEAT_SECONDS = env.float("RUNTIME_HEARTBEAT_SECONDS", default=20)
+RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 
 CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {

@@ -1,12 +1,19 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("auth/token", TokenObtainPairView.as_view(), name="token"),
+    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
     path("internal/runtime/", include("ai_jobs.api.urls")),
+    path("ai/", include("ai_jobs.api.user_urls")),
+    path("ai/", include("credentials.api.urls")),
+    path("learning/", include("learning.api.urls")),
+    path("", include("asynch.api.urls")),  # /model/* and /task/* (contract §6)
 ]
 
 handler404 = "config.errors.json_not_found"

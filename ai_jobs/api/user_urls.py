@@ -1,0 +1,5 @@
+"""The user API under /ai/ (contract §4)."""
+
+from django.urls import URLPattern, URLResolver
+
+urlpatterns: list[URLPattern | URLResolver] = []
