@@ -1,0 +1,52 @@
+"""Lists as the contract has them: ``{"results": [...], "next": "<cursor or null>"}``,
+``?cursor=`` to follow, ``?limit=`` (default 20, at most 100), newest first."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib import parse
+
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+
+class ContractCursorPagination(CursorPagination):
+    page_size = 20
+    max_page_size = 100
+    page_size_query_param = "limit"
+    ordering = ("-created_at", "-id")
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        try:
+            size = int(raw)
+        except ValueError:
+            raise ValidationError({"limit": ["A whole number from 1 to 100."]}) from None
+        if not 1 <= size <= self.max_page_size:
+            raise ValidationError({"limit": ["A whole number from 1 to 100."]})
+        return size
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        try:
+            return super().decode_cursor(request)
+        except Exception:
+            raise ValidationError({"cursor": ["Invalid cursor."]}) from None
+
+    def encode_cursor(self, cursor: Cursor) -> str:
+        # The opaque token alone, not a URL: clients pass it back as ?cursor=.
+        url = super().encode_cursor(cursor)
+        return parse.parse_qs(parse.urlsplit(url).query)[self.cursor_query_param][0]
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"results": data, "next": self.get_next_link()})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {"results": schema, "next": {"type": "string", "nullable": True}},
+        }
