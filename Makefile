@@ -31,10 +31,17 @@ run: venv
 	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \
 	exec $(BIN)/honcho start -f Procfile.dev
 
+# The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
+# SQLite with no Redis: the database `make run` uses must run the same state machine.
 test: venv
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)
+	@if [ -z "$(PYTEST_ARGS)" ]; then \
+	  echo "--- embedded default (SQLite, no Redis) ---"; \
+	  env -u REDIS_URL DATABASE_URL=sqlite:///$(CURDIR)/var/test-embedded.sqlite3 CELERY_BROKER_URL=memory:// \
+	  $(BIN)/pytest -m embedded -q -p no:cacheprovider; \
+	fi
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

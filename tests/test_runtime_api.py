@@ -12,7 +12,7 @@ from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
 def _locked(runtime: RuntimeClient, **job_fields) -> AiRuntimeJob:

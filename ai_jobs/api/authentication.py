@@ -7,6 +7,7 @@ import hmac
 from dataclasses import dataclass
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -69,3 +70,16 @@ def instance_id_of(request: Request) -> str:
     if not instance_id or len(instance_id) > 128:
         raise exceptions.ValidationError({INSTANCE_HEADER: ["This header is required: 1 to 128 characters."]})
     return instance_id
+
+
+class RuntimeAuthenticationScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes a runtime's credentials."""
+
+    target_class = RuntimeAuthentication
+    name = ["runtimeBearer", "runtimeApiKey"]
+
+    def get_security_definition(self, auto_schema: object) -> list[dict[str, str]]:
+        return [
+            {"type": "http", "scheme": "bearer", "description": "A token of RUNTIME_SERVICE_TOKENS"},
+            {"type": "apiKey", "in": "header", "name": "x-internal-api-key"},
+        ]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ai_jobs.models import AiRuntimeJob, JobType
 from config.errors import RuntimeErrorCode
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class EpochMsField(serializers.Field):
     """A datetime as epoch milliseconds (``lockUntil`` in the internal API)."""
 

@@ -1,0 +1,112 @@
+"""Runtimes racing for the same jobs, with real threads against PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+from django.db import connection
+
+from ai_jobs.models import AiRuntimeJob
+from tests.conftest import RuntimeClient
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+T = TypeVar("T")
+
+
+def run_together(count: int, work: Callable[[int], T]) -> list[T]:
+    """Start ``count`` threads at the same instant; each gets its own DB connection."""
+    barrier = threading.Barrier(count)
+    results: list[T | None] = [None] * count
+    errors: list[BaseException] = []
+
+    def target(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = work(index)
+        except BaseException as error:  # surfaced below, so a thread's failure fails the test
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    return results  # type: ignore[return-value]
+
+
+def _pending_jobs(count: int) -> list[str]:
+    user = UserFactory()
+    jobs = AiRuntimeJob.objects.bulk_create(
+        AiRuntimeJob(user=user, job_type="learning_state_analysis", target_type="user", target_id=str(user.pk))
+        for _ in range(count)
+    )
+    return [job.id for job in jobs]
+
+
+def test_32_runtimes_locking_one_job_exactly_one_wins():
+    (job_id,) = _pending_jobs(1)
+
+    def lock(i: int) -> tuple[int, str | None]:
+        response = RuntimeClient(f"runtime-{i}").lock(job_id)
+        return response.status_code, (response.json().get("error") or {}).get("code")
+
+    outcomes = Counter(run_together(32, lock))
+    assert outcomes == {(200, None): 1, (409, "JOB_ALREADY_LOCKED"): 31}
+    job = AiRuntimeJob.objects.get(id=job_id)
+    assert job.status == "locked" and job.attempt_no == 1
+
+
+def test_8_runtimes_claiming_1000_jobs_lock_each_exactly_once():
+    job_ids = _pending_jobs(1000)
+
+    def claim_all(i: int) -> list[str]:
+        runtime = RuntimeClient(f"runtime-{i}")
+        mine: list[str] = []
+        while True:
+            response = runtime.claim(limit=10)
+            assert response.status_code == 200, response.content
+            batch = response.json()["jobs"]
+            if not batch:
+                return mine
+            assert all(job["status"] == "locked" for job in batch)
+            mine.extend(job["jobId"] for job in batch)
+
+    claimed = run_together(8, claim_all)
+    every = [job_id for mine in claimed for job_id in mine]
+    assert len(every) == len(set(every)) == 1000
+    assert set(every) == set(job_ids)
+    assert sum(1 for mine in claimed if mine) > 1  # they really raced
+    holders = dict(AiRuntimeJob.objects.values_list("id", "locked_by"))
+    for i, mine in enumerate(claimed):
+        assert all(holders[job_id] == f"runtime-{i}" for job_id in mine)
+    assert set(AiRuntimeJob.objects.values_list("status", "attempt_no").distinct()) == {("locked", 1)}
+
+
+def test_concurrent_results_for_one_job_store_one_result():
+    (job_id,) = _pending_jobs(1)
+    runtime = RuntimeClient("runtime-1")
+    assert runtime.lock(job_id).status_code == 200
+    output = {
+        "summary": "ok",
+        "masteryScore": 50,
+        "level": "developing",
+        "strengths": [],
+        "weaknesses": [],
+        "confidence": 0.5,
+    }
+
+    def submit(i: int) -> tuple[int, bool | None]:
+        response = RuntimeClient("runtime-1").result(job_id, 1, output)
+        return response.status_code, response.json().get("duplicate")
+
+    outcomes = Counter(run_together(10, submit))
+    assert outcomes == {(200, False): 1, (200, True): 9}

@@ -1,0 +1,43 @@
+"""API throttles: fixed windows counted atomically in the shared cache (Redis in make test)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from django.conf import settings as django_settings
+
+from quotas.throttles import parse_rate
+from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.test_runtime_concurrency import run_together
+
+pytestmark = pytest.mark.django_db
+
+
+def test_parse_rate_reads_the_seed_notation():
+    assert parse_rate("300/min") == (300, 60)
+    assert parse_rate("60/minute") == (60, 60)
+    assert parse_rate("10/s") == (10, 1)
+
+
+def test_the_runtime_over_its_rate_gets_429_rate_limited_with_retry_after(settings):
+    settings.RUNTIME_THROTTLE_RATE = "3/min"
+    runtime, other = RuntimeClient("busy-runtime"), RuntimeClient("quiet-runtime")
+    statuses = [runtime.post("jobs/poll", {"capabilities": ALL_TYPES}).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    limited = runtime.post("jobs/poll", {"capabilities": ALL_TYPES})
+    assert error_code(limited) == "RATE_LIMITED" and limited.json()["error"]["retryable"] is True
+    assert 1 <= int(limited["Retry-After"]) <= 60
+    # The limit is per runtime instance.
+    assert other.post("jobs/poll", {"capabilities": ALL_TYPES}).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_at_the_edge_never_pass_more_than_the_rate(settings):
+    settings.RUNTIME_THROTTLE_RATE = "10/min"
+    assert "redis" in django_settings.CACHES["default"]["BACKEND"].lower() or not django_settings.REDIS_URL
+
+    def poll(i: int) -> int:
+        return RuntimeClient("edge-runtime").post("jobs/poll", {"capabilities": ALL_TYPES}).status_code
+
+    assert Counter(run_together(25, poll)) == {200: 10, 429: 15}
