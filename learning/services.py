@@ -1,0 +1,180 @@
+"""Every write to the learning domain: ``<entity>_<verb>`` functions with
+keyword-only arguments. A reference to another object (``knowledge_base_id``,
+``knowledge_point_id``) is resolved through the owner-scoped selectors, so an id
+that is missing or another user's answers ``404 NOT_FOUND`` alike."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from learning import selectors
+from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
+
+_UNSET: Any = object()
+
+
+def _apply(obj: Any, changes: dict[str, Any]) -> None:
+    """Set the given fields (those not left ``_UNSET``) and save only them."""
+    fields = [name for name, value in changes.items() if value is not _UNSET]
+    for name in fields:
+        setattr(obj, name, changes[name])
+    if fields:
+        obj.save(update_fields=[*fields, "updated_at"])
+
+
+# --- knowledge bases ---------------------------------------------------------------------
+
+
+def knowledge_base_create(*, user: AbstractBaseUser, name: str, description: str = "") -> KnowledgeBase:
+    return KnowledgeBase.objects.create(user=user, name=name, description=description)
+
+
+def knowledge_base_update(
+    *, user: AbstractBaseUser, knowledge_base_id: str, name: str = _UNSET, description: str = _UNSET
+) -> KnowledgeBase:
+    knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    _apply(knowledge_base, {"name": name, "description": description})
+    return knowledge_base
+
+
+def knowledge_base_delete(*, user: AbstractBaseUser, knowledge_base_id: str) -> None:
+    """Deletes the knowledge base with its materials, knowledge points and their records."""
+    selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id).delete()
+
+
+# --- materials ------------------------------------------------------------------------------
+
+
+def material_create(*, user: AbstractBaseUser, knowledge_base_id: str, title: str, content: str = "") -> Material:
+    knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    return Material.objects.create(user=user, knowledge_base=knowledge_base, title=title, content=content)
+
+
+def material_update(
+    *,
+    user: AbstractBaseUser,
+    material_id: str,
+    knowledge_base_id: str = _UNSET,
+    title: str = _UNSET,
+    content: str = _UNSET,
+) -> Material:
+    material = selectors.material_get(user=user, material_id=material_id)
+    knowledge_base = _UNSET
+    if knowledge_base_id is not _UNSET:
+        knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    _apply(material, {"knowledge_base": knowledge_base, "title": title, "content": content})
+    return material
+
+
+def material_delete(*, user: AbstractBaseUser, material_id: str) -> None:
+    selectors.material_get(user=user, material_id=material_id).delete()
+
+
+# --- knowledge points ------------------------------------------------------------------------
+
+
+def knowledge_point_create(
+    *, user: AbstractBaseUser, knowledge_base_id: str, name: str, description: str = ""
+) -> KnowledgePoint:
+    knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    return KnowledgePoint.objects.create(user=user, knowledge_base=knowledge_base, name=name, description=description)
+
+
+def knowledge_point_update(
+    *,
+    user: AbstractBaseUser,
+    knowledge_point_id: str,
+    knowledge_base_id: str = _UNSET,
+    name: str = _UNSET,
+    description: str = _UNSET,
+) -> KnowledgePoint:
+    knowledge_point = selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id)
+    knowledge_base = _UNSET
+    if knowledge_base_id is not _UNSET:
+        knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    _apply(knowledge_point, {"knowledge_base": knowledge_base, "name": name, "description": description})
+    return knowledge_point
+
+
+def knowledge_point_delete(*, user: AbstractBaseUser, knowledge_point_id: str) -> None:
+    """Deletes the knowledge point with its study records."""
+    selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id).delete()
+
+
+# --- study records ----------------------------------------------------------------------------
+
+
+def study_record_create(
+    *,
+    user: AbstractBaseUser,
+    knowledge_point_id: str,
+    is_correct: bool,
+    score: float,
+    duration_seconds: int = 0,
+    studied_at: dt.datetime | None = None,
+) -> StudyRecord:
+    knowledge_point = selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id)
+    return StudyRecord.objects.create(
+        user=user,
+        knowledge_point=knowledge_point,
+        is_correct=is_correct,
+        score=score,
+        duration_seconds=duration_seconds,
+        studied_at=studied_at or timezone.now(),
+    )
+
+
+def study_record_update(
+    *,
+    user: AbstractBaseUser,
+    study_record_id: str,
+    knowledge_point_id: str = _UNSET,
+    is_correct: bool = _UNSET,
+    score: float = _UNSET,
+    duration_seconds: int = _UNSET,
+    studied_at: dt.datetime = _UNSET,
+) -> StudyRecord:
+    record = selectors.study_record_get(user=user, study_record_id=study_record_id)
+    knowledge_point = _UNSET
+    if knowledge_point_id is not _UNSET:
+        knowledge_point = selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id)
+    _apply(
+        record,
+        {
+            "knowledge_point": knowledge_point,
+            "is_correct": is_correct,
+            "score": score,
+            "duration_seconds": duration_seconds,
+            "studied_at": studied_at,
+        },
+    )
+    return record
+
+
+def study_record_delete(*, user: AbstractBaseUser, study_record_id: str) -> None:
+    selectors.study_record_get(user=user, study_record_id=study_record_id).delete()
+
+
+# --- the learning profile -----------------------------------------------------------------------
+
+
+def learning_profile_update(
+    *,
+    user: AbstractBaseUser,
+    goals: str = _UNSET,
+    level: str = _UNSET,
+    preferred_study_time: str = _UNSET,
+    preferences: dict[str, Any] = _UNSET,
+) -> LearningProfile:
+    """Create the user's profile on first use and set the given fields; a field
+    not passed keeps its value (so both PUT and PATCH semantics can call it)."""
+    profile, _ = LearningProfile.objects.get_or_create(user=user)
+    _apply(
+        profile,
+        {"goals": goals, "level": level, "preferred_study_time": preferred_study_time, "preferences": preferences},
+    )
+    return profile
