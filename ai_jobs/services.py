@@ -220,7 +220,18 @@ def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
         )
     if not job.credential_id:
         raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "The job uses a user key but names no credential")
-    raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, f"Credential {job.credential_id} not found")
+    # The credentials app decrypts the user's key: CREDENTIAL_NOT_FOUND when missing,
+    # deleted or another user's; an error (never a wrong key) when it does not decrypt.
+    from credentials.services import credential_resolve
+
+    user_key = credential_resolve(user_id=job.user_id, credential_id=job.credential_id)
+    return ResolvedCredential(
+        api_key_mode=job.api_key_mode,
+        provider=user_key.provider,
+        base_url=user_key.base_url,
+        model_name=job.model_name,
+        api_key=user_key.api_key,
+    )
 
 
 @dataclass(frozen=True)

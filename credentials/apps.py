@@ -5,3 +5,6 @@ class CredentialsConfig(AppConfig):
     name = "credentials"
     verbose_name = "Model credentials"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from credentials import checks  # noqa: F401  (registers the system checks)

@@ -1,3 +1,13 @@
-from django.urls import URLPattern, URLResolver
+"""The user's model credentials under /ai/ (contract §4)."""
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from django.urls import path
+
+from credentials.api import views
+
+app_name = "credentials"
+
+urlpatterns = [
+    path("model-credentials", views.CredentialListView.as_view(), name="list"),
+    path("model-credentials/<str:credential_id>", views.CredentialDetailView.as_view(), name="detail"),
+    path("model-credentials/<str:credential_id>/test", views.CredentialTestView.as_view(), name="test"),
+]
