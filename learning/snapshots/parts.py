@@ -1,10 +1,8 @@
-"""Snapshot builders of the learning domain, one per target type, registered with
-``ai_jobs.snapshots`` from ``LearningConfig.ready()``. Every field is documented in
-``learning/SNAPSHOT.md`` (v1).
-
-Each builder runs a fixed number of queries whatever the size of the learner's
-data: per-knowledge-point figures are one grouped query, every list is sliced,
-and long texts are cut in the database (``Left``) before they reach Python."""
+"""The parts the snapshot builders are made of: learner statistics and streaks,
+knowledge points with their mastery, materials with excerpts, knowledge base
+summaries. Each runs a fixed number of queries whatever the size of the learner's
+data: per-group figures are one grouped query, every list is sliced, and long
+texts are cut in the database (``Left``) before they reach Python."""
 
 from __future__ import annotations
 
@@ -46,15 +44,15 @@ UTC = ZoneInfo("UTC")
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _iso(value: dt.datetime | None) -> str | None:
+def iso(value: dt.datetime | None) -> str | None:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z") if value else None
 
 
-def _ratio(part: int, whole: int) -> float | None:
+def ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def _round(value: float | None, digits: int = 2) -> float | None:
+def rounded(value: float | None, digits: int = 2) -> float | None:
     return round(float(value), digits) if value is not None else None
 
 
@@ -105,12 +103,12 @@ def study_stats(records: QuerySet[StudyRecord], *, tz: ZoneInfo, now: dt.datetim
     return {
         "attemptCount": totals["attempts"],
         "correctCount": totals["correct"],
-        "accuracy": _ratio(totals["correct"], totals["attempts"]),
-        "averageScore": _round(totals["average_score"]),
+        "accuracy": ratio(totals["correct"], totals["attempts"]),
+        "averageScore": rounded(totals["average_score"]),
         "totalStudySeconds": totals["seconds"] or 0,
         "knowledgePointsStudied": totals["points"],
-        "firstStudiedAt": _iso(totals["first"]),
-        "lastStudiedAt": _iso(totals["last"]),
+        "firstStudiedAt": iso(totals["first"]),
+        "lastStudiedAt": iso(totals["last"]),
         "studyDays": len(days),
         "currentStreakDays": current,
         "longestStreakDays": longest,
@@ -127,7 +125,7 @@ def mastery_label(attempts: int, accuracy: float | None) -> str:
     return "developing"
 
 
-def _with_mastery(points: QuerySet[KnowledgePoint]) -> QuerySet[KnowledgePoint]:
+def with_mastery(points: QuerySet[KnowledgePoint]) -> QuerySet[KnowledgePoint]:
     return points.annotate(
         attempt_count=Count("study_records"),
         correct_count=Count("study_records", filter=Q(study_records__is_correct=True)),
@@ -139,9 +137,9 @@ def _with_mastery(points: QuerySet[KnowledgePoint]) -> QuerySet[KnowledgePoint]:
     )
 
 
-def _point_data(row: dict[str, Any]) -> dict[str, Any]:
+def point_data(row: dict[str, Any]) -> dict[str, Any]:
     attempts = row["attempt_count"]
-    accuracy = _ratio(row["correct_count"], attempts)
+    accuracy = ratio(row["correct_count"], attempts)
     return {
         "id": row["id"],
         "knowledgeBaseId": row["knowledge_base_id"],
@@ -152,15 +150,15 @@ def _point_data(row: dict[str, Any]) -> dict[str, Any]:
             "attemptCount": attempts,
             "correctCount": row["correct_count"],
             "accuracy": accuracy,
-            "averageScore": _round(row["average_score"]),
+            "averageScore": rounded(row["average_score"]),
             "totalStudySeconds": row["total_seconds"] or 0,
-            "lastStudiedAt": _iso(row["last_studied_at"]),
+            "lastStudiedAt": iso(row["last_studied_at"]),
             "level": mastery_label(attempts, accuracy),
         },
     }
 
 
-_POINT_FIELDS = (
+POINT_FIELDS = (
     "id",
     "knowledge_base_id",
     "name",
@@ -178,13 +176,13 @@ def knowledge_points_data(points: QuerySet[KnowledgePoint]) -> dict[str, Any]:
     """At most MAX_KNOWLEDGE_POINTS points with their mastery, most recently studied
     first and never-studied ones last: one grouped query (two when truncated)."""
     rows = list(
-        _with_mastery(points)
+        with_mastery(points)
         .order_by(F("last_studied_at").desc(nulls_last=True), "-created_at", "-id")
-        .values(*_POINT_FIELDS)[:MAX_KNOWLEDGE_POINTS]
+        .values(*POINT_FIELDS)[:MAX_KNOWLEDGE_POINTS]
     )
     total = points.count() if len(rows) == MAX_KNOWLEDGE_POINTS else len(rows)
     return {
-        "knowledgePoints": [_point_data(row) for row in rows],
+        "knowledgePoints": [point_data(row) for row in rows],
         "knowledgePointsTotal": total,
         "knowledgePointsTruncated": total > len(rows),
     }
@@ -202,7 +200,7 @@ def recent_attempts(records: QuerySet[StudyRecord]) -> list[dict[str, Any]]:
             "isCorrect": row["is_correct"],
             "score": row["score"],
             "durationSeconds": row["duration_seconds"],
-            "studiedAt": _iso(row["studied_at"]),
+            "studiedAt": iso(row["studied_at"]),
         }
         for row in rows
     ]
@@ -235,7 +233,7 @@ def materials_data(materials: QuerySet[Material]) -> dict[str, Any]:
     }
 
 
-def _knowledge_base_data(user: AbstractBaseUser, knowledge_base_id: str) -> dict[str, Any] | None:
+def knowledge_base_data(user: AbstractBaseUser, knowledge_base_id: str) -> dict[str, Any] | None:
     row = (
         KnowledgeBase.objects.filter(user=user, id=knowledge_base_id)
         .annotate(
@@ -255,13 +253,13 @@ def _knowledge_base_data(user: AbstractBaseUser, knowledge_base_id: str) -> dict
     }
 
 
-def _common(user: AbstractBaseUser) -> tuple[dict[str, Any], ZoneInfo, dt.datetime]:
+def common(user: AbstractBaseUser) -> tuple[dict[str, Any], ZoneInfo, dt.datetime]:
     """What every snapshot carries: version, time, timezone, profile, overall stats."""
     tz = learner_timezone(user)
     now = timezone.now()
     data = {
         "learningSnapshotVersion": LEARNING_SNAPSHOT_VERSION,
-        "generatedAt": _iso(now),
+        "generatedAt": iso(now),
         "timezone": tz.key,
         "profile": selectors.learning_profile_data(user=user),
         "overall": study_stats(StudyRecord.objects.filter(user=user), tz=tz, now=now),
@@ -269,35 +267,11 @@ def _common(user: AbstractBaseUser) -> tuple[dict[str, Any], ZoneInfo, dt.dateti
     return data, tz, now
 
 
-def _empty_lists(*names: str) -> dict[str, Any]:
+def empty_lists(*names: str) -> dict[str, Any]:
     empty: dict[str, Any] = {}
     for name in names:
         empty.update({name: [], f"{name}Total": 0, f"{name}Truncated": False})
     return empty
-
-
-# --- the builders (registered in LearningConfig.ready) ----------------------------------------------
-
-
-def build_user(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
-    data, _tz, _now = _common(user)
-    if str(target_id) != str(user.pk):
-        return {
-            **data,
-            "targetFound": False,
-            "stats": None,
-            **_empty_lists("knowledgeBases", "knowledgePoints"),
-            "recentAttempts": [],
-        }
-    records = StudyRecord.objects.filter(user=user)
-    return {
-        **data,
-        "targetFound": True,
-        "stats": data["overall"],
-        **knowledge_bases_data(user),
-        **knowledge_points_data(KnowledgePoint.objects.filter(user=user)),
-        "recentAttempts": recent_attempts(records),
-    }
 
 
 def knowledge_bases_data(user: AbstractBaseUser) -> dict[str, Any]:
@@ -346,118 +320,11 @@ def knowledge_bases_data(user: AbstractBaseUser) -> dict[str, Any]:
                 "knowledgePointCount": points.get(base["id"], 0),
                 "materialCount": materials.get(base["id"], 0),
                 "attemptCount": attempts,
-                "accuracy": _ratio(result.get("correct", 0), attempts),
-                "averageScore": _round(result.get("average_score")),
+                "accuracy": ratio(result.get("correct", 0), attempts),
+                "averageScore": rounded(result.get("average_score")),
                 "totalStudySeconds": result.get("seconds") or 0,
-                "lastStudiedAt": _iso(result.get("last")),
+                "lastStudiedAt": iso(result.get("last")),
             }
         )
     total = KnowledgeBase.objects.filter(user=user).count() if truncated else len(bases)
     return {"knowledgeBases": summaries, "knowledgeBasesTotal": total, "knowledgeBasesTruncated": truncated}
-
-
-def build_knowledge_base(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
-    data, tz, now = _common(user)
-    knowledge_base = _knowledge_base_data(user, target_id)
-    if knowledge_base is None:
-        return {
-            **data,
-            "targetFound": False,
-            "knowledgeBase": None,
-            "stats": None,
-            **_empty_lists("knowledgePoints", "materials"),
-            "recentAttempts": [],
-        }
-    records = StudyRecord.objects.filter(user=user, knowledge_point__knowledge_base_id=target_id)
-    return {
-        **data,
-        "targetFound": True,
-        "knowledgeBase": knowledge_base,
-        "stats": study_stats(records, tz=tz, now=now),
-        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=target_id)),
-        **materials_data(Material.objects.filter(user=user, knowledge_base_id=target_id)),
-        "recentAttempts": recent_attempts(records),
-    }
-
-
-def build_material(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
-    data, tz, now = _common(user)
-    row = (
-        Material.objects.filter(user=user, id=target_id)
-        .annotate(excerpt=Left("content", MATERIAL_CONTENT_CHARS), content_length=Length("content"))
-        .values("id", "knowledge_base_id", "title", "excerpt", "content_length", "created_at", "updated_at")
-        .first()
-    )
-    if row is None:
-        return {
-            **data,
-            "targetFound": False,
-            "material": None,
-            "knowledgeBase": None,
-            "stats": None,
-            **_empty_lists("knowledgePoints"),
-            "recentAttempts": [],
-        }
-    knowledge_base_id = row["knowledge_base_id"]
-    records = StudyRecord.objects.filter(user=user, knowledge_point__knowledge_base_id=knowledge_base_id)
-    return {
-        **data,
-        "targetFound": True,
-        "material": {
-            "id": row["id"],
-            "knowledgeBaseId": knowledge_base_id,
-            "title": row["title"],
-            "content": row["excerpt"],
-            "contentLength": row["content_length"],
-            "contentTruncated": row["content_length"] > MATERIAL_CONTENT_CHARS,
-            "createdAt": _iso(row["created_at"]),
-            "updatedAt": _iso(row["updated_at"]),
-        },
-        "knowledgeBase": _knowledge_base_data(user, knowledge_base_id),
-        "stats": study_stats(records, tz=tz, now=now),
-        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
-        "recentAttempts": recent_attempts(records),
-    }
-
-
-def build_knowledge_point(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
-    data, tz, now = _common(user)
-    row = _with_mastery(KnowledgePoint.objects.filter(user=user, id=target_id)).values(*_POINT_FIELDS).first()
-    if row is None:
-        return {
-            **data,
-            "targetFound": False,
-            "knowledgePoint": None,
-            "knowledgeBase": None,
-            "stats": None,
-            **_empty_lists("knowledgePoints", "materials"),
-            "recentAttempts": [],
-        }
-    knowledge_base_id = row["knowledge_base_id"]
-    records = StudyRecord.objects.filter(user=user, knowledge_point_id=target_id)
-    return {
-        **data,
-        "targetFound": True,
-        "knowledgePoint": _point_data(row),
-        "knowledgeBase": _knowledge_base_data(user, knowledge_base_id),
-        "stats": study_stats(records, tz=tz, now=now),
-        # The other points of its knowledge base, for context (the target is among them).
-        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
-        **materials_data(Material.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
-        "recentAttempts": recent_attempts(records),
-    }
-
-
-BUILDERS = {
-    selectors.TARGET_USER: build_user,
-    selectors.TARGET_KNOWLEDGE_BASE: build_knowledge_base,
-    selectors.TARGET_MATERIAL: build_material,
-    selectors.TARGET_KNOWLEDGE_POINT: build_knowledge_point,
-}
-
-
-def register_builders() -> None:
-    from ai_jobs.snapshots import register
-
-    for target_type, builder in BUILDERS.items():
-        register(target_type)(builder)

@@ -1,0 +1,198 @@
+"""Snapshot builders of the learning domain, one per target type, registered with
+``ai_jobs.snapshots`` from ``LearningConfig.ready()``. Every field is documented in
+``learning/SNAPSHOT.md`` (v1).
+
+Each builder runs a fixed number of queries (at most about a dozen) whatever the
+size of the learner's data; see ``learning.snapshots.parts``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models.functions import Left, Length
+
+from learning import selectors
+from learning.models import KnowledgePoint, Material, StudyRecord
+from learning.snapshots.parts import (
+    DESCRIPTION_EXCERPT_CHARS,
+    LEARNING_SNAPSHOT_VERSION,
+    MASTERED_ACCURACY,
+    MASTERED_MIN_ATTEMPTS,
+    MATERIAL_CONTENT_CHARS,
+    MATERIALS_EXCERPT_BUDGET,
+    MAX_KNOWLEDGE_BASES,
+    MAX_KNOWLEDGE_POINTS,
+    MAX_MATERIALS,
+    MAX_RECENT_ATTEMPTS,
+    POINT_FIELDS,
+    WEAK_ACCURACY,
+    common,
+    empty_lists,
+    iso,
+    knowledge_base_data,
+    knowledge_bases_data,
+    knowledge_points_data,
+    learner_timezone,
+    mastery_label,
+    materials_data,
+    point_data,
+    recent_attempts,
+    streaks,
+    study_stats,
+    with_mastery,
+)
+
+__all__ = [
+    "DESCRIPTION_EXCERPT_CHARS",
+    "LEARNING_SNAPSHOT_VERSION",
+    "MASTERED_ACCURACY",
+    "MASTERED_MIN_ATTEMPTS",
+    "MATERIALS_EXCERPT_BUDGET",
+    "MATERIAL_CONTENT_CHARS",
+    "MAX_KNOWLEDGE_BASES",
+    "MAX_KNOWLEDGE_POINTS",
+    "MAX_MATERIALS",
+    "MAX_RECENT_ATTEMPTS",
+    "WEAK_ACCURACY",
+    "build_knowledge_base",
+    "build_knowledge_point",
+    "build_material",
+    "build_user",
+    "learner_timezone",
+    "mastery_label",
+    "register_builders",
+    "streaks",
+    "study_stats",
+]
+
+
+# --- the builders (registered in LearningConfig.ready) ----------------------------------------------
+
+
+def build_user(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
+    data, _tz, _now = common(user)
+    if str(target_id) != str(user.pk):
+        return {
+            **data,
+            "targetFound": False,
+            "stats": None,
+            **empty_lists("knowledgeBases", "knowledgePoints"),
+            "recentAttempts": [],
+        }
+    records = StudyRecord.objects.filter(user=user)
+    return {
+        **data,
+        "targetFound": True,
+        "stats": data["overall"],
+        **knowledge_bases_data(user),
+        **knowledge_points_data(KnowledgePoint.objects.filter(user=user)),
+        "recentAttempts": recent_attempts(records),
+    }
+
+
+def build_knowledge_base(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
+    data, tz, now = common(user)
+    knowledge_base = knowledge_base_data(user, target_id)
+    if knowledge_base is None:
+        return {
+            **data,
+            "targetFound": False,
+            "knowledgeBase": None,
+            "stats": None,
+            **empty_lists("knowledgePoints", "materials"),
+            "recentAttempts": [],
+        }
+    records = StudyRecord.objects.filter(user=user, knowledge_point__knowledge_base_id=target_id)
+    return {
+        **data,
+        "targetFound": True,
+        "knowledgeBase": knowledge_base,
+        "stats": study_stats(records, tz=tz, now=now),
+        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=target_id)),
+        **materials_data(Material.objects.filter(user=user, knowledge_base_id=target_id)),
+        "recentAttempts": recent_attempts(records),
+    }
+
+
+def build_material(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
+    data, tz, now = common(user)
+    row = (
+        Material.objects.filter(user=user, id=target_id)
+        .annotate(excerpt=Left("content", MATERIAL_CONTENT_CHARS), content_length=Length("content"))
+        .values("id", "knowledge_base_id", "title", "excerpt", "content_length", "created_at", "updated_at")
+        .first()
+    )
+    if row is None:
+        return {
+            **data,
+            "targetFound": False,
+            "material": None,
+            "knowledgeBase": None,
+            "stats": None,
+            **empty_lists("knowledgePoints"),
+            "recentAttempts": [],
+        }
+    knowledge_base_id = row["knowledge_base_id"]
+    records = StudyRecord.objects.filter(user=user, knowledge_point__knowledge_base_id=knowledge_base_id)
+    return {
+        **data,
+        "targetFound": True,
+        "material": {
+            "id": row["id"],
+            "knowledgeBaseId": knowledge_base_id,
+            "title": row["title"],
+            "content": row["excerpt"],
+            "contentLength": row["content_length"],
+            "contentTruncated": row["content_length"] > MATERIAL_CONTENT_CHARS,
+            "createdAt": iso(row["created_at"]),
+            "updatedAt": iso(row["updated_at"]),
+        },
+        "knowledgeBase": knowledge_base_data(user, knowledge_base_id),
+        "stats": study_stats(records, tz=tz, now=now),
+        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
+        "recentAttempts": recent_attempts(records),
+    }
+
+
+def build_knowledge_point(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
+    data, tz, now = common(user)
+    row = with_mastery(KnowledgePoint.objects.filter(user=user, id=target_id)).values(*POINT_FIELDS).first()
+    if row is None:
+        return {
+            **data,
+            "targetFound": False,
+            "knowledgePoint": None,
+            "knowledgeBase": None,
+            "stats": None,
+            **empty_lists("knowledgePoints", "materials"),
+            "recentAttempts": [],
+        }
+    knowledge_base_id = row["knowledge_base_id"]
+    records = StudyRecord.objects.filter(user=user, knowledge_point_id=target_id)
+    return {
+        **data,
+        "targetFound": True,
+        "knowledgePoint": point_data(row),
+        "knowledgeBase": knowledge_base_data(user, knowledge_base_id),
+        "stats": study_stats(records, tz=tz, now=now),
+        # The other points of its knowledge base, for context (the target is among them).
+        **knowledge_points_data(KnowledgePoint.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
+        **materials_data(Material.objects.filter(user=user, knowledge_base_id=knowledge_base_id)),
+        "recentAttempts": recent_attempts(records),
+    }
+
+
+BUILDERS = {
+    selectors.TARGET_USER: build_user,
+    selectors.TARGET_KNOWLEDGE_BASE: build_knowledge_base,
+    selectors.TARGET_MATERIAL: build_material,
+    selectors.TARGET_KNOWLEDGE_POINT: build_knowledge_point,
+}
+
+
+def register_builders() -> None:
+    from ai_jobs.snapshots import register
+
+    for target_type, builder in BUILDERS.items():
+        register(target_type)(builder)
