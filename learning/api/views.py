@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.db.models import Model, QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -94,10 +94,31 @@ KB_FILTER = OpenApiParameter("knowledgeBaseId", str, description="Only those of 
 KP_FILTER = OpenApiParameter("knowledgePointId", str, description="Only those of this knowledge point")
 
 
+def _list_schema(
+    in_serializer: type[serializers.Serializer],
+    out_serializer: type[serializers.Serializer],
+    *parameters: OpenApiParameter,
+) -> Callable[[type], type]:
+    return extend_schema_view(
+        get=extend_schema(tags=["learning"], responses=out_serializer(many=True), parameters=list(parameters)),
+        post=extend_schema(tags=["learning"], request=in_serializer, responses={201: out_serializer}),
+    )
+
+
+def _detail_schema(
+    in_serializer: type[serializers.Serializer], out_serializer: type[serializers.Serializer]
+) -> Callable[[type], type]:
+    return extend_schema_view(
+        get=extend_schema(tags=["learning"], responses=out_serializer),
+        patch=extend_schema(tags=["learning"], request=in_serializer, responses=out_serializer),
+        delete=extend_schema(tags=["learning"], responses={204: None}),
+    )
+
+
 # --- knowledge bases -------------------------------------------------------------------------
 
 
-@extend_schema(tags=["learning"], request=s.KnowledgeBaseInSerializer, responses=s.KnowledgeBaseSerializer)
+@_list_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer)
 class KnowledgeBaseListView(_ListCreateView):
     in_serializer = s.KnowledgeBaseInSerializer
     out_serializer = serializer_class = s.KnowledgeBaseSerializer
@@ -109,7 +130,7 @@ class KnowledgeBaseListView(_ListCreateView):
         return services.knowledge_base_create(user=request.user, **arguments)
 
 
-@extend_schema(tags=["learning"], request=s.KnowledgeBaseInSerializer, responses=s.KnowledgeBaseSerializer)
+@_detail_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer)
 class KnowledgeBaseDetailView(_DetailView):
     in_serializer = s.KnowledgeBaseInSerializer
     out_serializer = serializer_class = s.KnowledgeBaseSerializer
@@ -122,15 +143,11 @@ class KnowledgeBaseDetailView(_DetailView):
 # --- materials ----------------------------------------------------------------------------------
 
 
-@extend_schema(tags=["learning"], request=s.MaterialInSerializer, responses=s.MaterialSerializer)
+@_list_schema(s.MaterialInSerializer, s.MaterialSerializer, KB_FILTER)
 class MaterialListView(_ListCreateView):
     in_serializer = s.MaterialInSerializer
     out_serializer = serializer_class = s.MaterialSerializer
     filter_param = "knowledgeBaseId"
-
-    @extend_schema(parameters=[KB_FILTER])
-    def get(self, request: Request) -> Response:
-        return super().get(request)
 
     def list_objects(self, request: Request, filter_value: str | None) -> QuerySet[Any]:
         return selectors.material_list(user=request.user, knowledge_base_id=filter_value)
@@ -139,7 +156,7 @@ class MaterialListView(_ListCreateView):
         return services.material_create(user=request.user, **arguments)
 
 
-@extend_schema(tags=["learning"], request=s.MaterialInSerializer, responses=s.MaterialSerializer)
+@_detail_schema(s.MaterialInSerializer, s.MaterialSerializer)
 class MaterialDetailView(_DetailView):
     in_serializer = s.MaterialInSerializer
     out_serializer = serializer_class = s.MaterialSerializer
@@ -152,15 +169,11 @@ class MaterialDetailView(_DetailView):
 # --- knowledge points ---------------------------------------------------------------------------
 
 
-@extend_schema(tags=["learning"], request=s.KnowledgePointInSerializer, responses=s.KnowledgePointSerializer)
+@_list_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, KB_FILTER)
 class KnowledgePointListView(_ListCreateView):
     in_serializer = s.KnowledgePointInSerializer
     out_serializer = serializer_class = s.KnowledgePointSerializer
     filter_param = "knowledgeBaseId"
-
-    @extend_schema(parameters=[KB_FILTER])
-    def get(self, request: Request) -> Response:
-        return super().get(request)
 
     def list_objects(self, request: Request, filter_value: str | None) -> QuerySet[Any]:
         return selectors.knowledge_point_list(user=request.user, knowledge_base_id=filter_value)
@@ -169,7 +182,7 @@ class KnowledgePointListView(_ListCreateView):
         return services.knowledge_point_create(user=request.user, **arguments)
 
 
-@extend_schema(tags=["learning"], request=s.KnowledgePointInSerializer, responses=s.KnowledgePointSerializer)
+@_detail_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer)
 class KnowledgePointDetailView(_DetailView):
     in_serializer = s.KnowledgePointInSerializer
     out_serializer = serializer_class = s.KnowledgePointSerializer
@@ -182,15 +195,11 @@ class KnowledgePointDetailView(_DetailView):
 # --- study records ----------------------------------------------------------------------------------
 
 
-@extend_schema(tags=["learning"], request=s.StudyRecordInSerializer, responses=s.StudyRecordSerializer)
+@_list_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, KP_FILTER)
 class StudyRecordListView(_ListCreateView):
     in_serializer = s.StudyRecordInSerializer
     out_serializer = serializer_class = s.StudyRecordSerializer
     filter_param = "knowledgePointId"
-
-    @extend_schema(parameters=[KP_FILTER])
-    def get(self, request: Request) -> Response:
-        return super().get(request)
 
     def list_objects(self, request: Request, filter_value: str | None) -> QuerySet[Any]:
         return selectors.study_record_list(user=request.user, knowledge_point_id=filter_value)
@@ -199,7 +208,7 @@ class StudyRecordListView(_ListCreateView):
         return services.study_record_create(user=request.user, **arguments)
 
 
-@extend_schema(tags=["learning"], request=s.StudyRecordInSerializer, responses=s.StudyRecordSerializer)
+@_detail_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer)
 class StudyRecordDetailView(_DetailView):
     in_serializer = s.StudyRecordInSerializer
     out_serializer = serializer_class = s.StudyRecordSerializer
