@@ -190,6 +190,21 @@ ASYNCH_WORKER_CONCURRENCY = env.int("ASYNCH_WORKER_CONCURRENCY", default=4)
 ASYNCH_TASK_TIMEOUT_SECONDS = env.int("ASYNCH_TASK_TIMEOUT_SECONDS", default=3600)
 ASYNCH_CLEANER_ENABLED = env.bool("ASYNCH_CLEANER_ENABLED", default=True)
 ASYNCH_CLEANER_INTERVAL = env.float("ASYNCH_CLEANER_INTERVAL", default=30.0)
+ASYNCH_CLEANER_BATCH_SIZE = env.int("ASYNCH_CLEANER_BATCH_SIZE", default=500)
+ASYNCH_CLEANER_MAX_BATCHES = env.int("ASYNCH_CLEANER_MAX_BATCHES", default=20)  # per step and run: bounded
+# A running task's lease and its semaphore slot's: renewed while the call runs, so a
+# worker that dies gives both back after this long.
+ASYNCH_LEASE_SECONDS = env.float("ASYNCH_LEASE_SECONDS", default=30.0)
+ASYNCH_WORKER_DRAIN_SECONDS = env.float("ASYNCH_WORKER_DRAIN_SECONDS", default=60.0)
+ASYNCH_SEMAPHORE_REDIS_URL = env.str("ASYNCH_SEMAPHORE_REDIS_URL", default=REDIS_URL)  # empty: a file, one machine
+ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS = env.int("ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS", default=3600)  # deleted configs
+ASYNCH_RESULT_STORAGE = env.str("ASYNCH_RESULT_STORAGE", default="django")  # or "oss_service"
+ASYNCH_STORAGE_ALIAS = env.str("ASYNCH_STORAGE_ALIAS", default="default")
+ASYNCH_DOWNLOAD_URL_MAX_AGE = env.int("ASYNCH_DOWNLOAD_URL_MAX_AGE", default=86400)
+ASYNCH_PUBLIC_BASE_URL = env.str("ASYNCH_PUBLIC_BASE_URL", default="")
+OSS_UPLOAD_URL = env.str("OSS_UPLOAD_URL", default="")
+ASYNCH_OSS_TIMEOUT_SECONDS = env.float("ASYNCH_OSS_TIMEOUT_SECONDS", default=60.0)
+ASYNCH_STORAGE_ATTEMPTS = env.int("ASYNCH_STORAGE_ATTEMPTS", default=3)  # uploads retried without a new model call
 
 # --- the reference runtime (contract §7) --------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
@@ -204,6 +219,16 @@ CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {
         "task": "ai_jobs.tasks.reap_jobs",
         "schedule": timedelta(seconds=AI_JOB_REAPER_INTERVAL_SECONDS),
+    },
+    "asynch-work": {
+        "task": "asynch.tasks.work",
+        "schedule": timedelta(seconds=ASYNCH_WORKER_POLL_INTERVAL),
+        "options": {"expires": max(5.0, ASYNCH_WORKER_POLL_INTERVAL * 5)},
+    },
+    "asynch-clean": {
+        "task": "asynch.tasks.clean",
+        "schedule": timedelta(seconds=ASYNCH_CLEANER_INTERVAL),
+        "options": {"expires": max(5.0, ASYNCH_CLEANER_INTERVAL * 2)},
     },
 }
 

@@ -1,3 +1,18 @@
-from django.urls import URLPattern, URLResolver
+"""Paths of contract §6, at the root (config.urls includes this under "")."""
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from django.urls import URLPattern, URLResolver, path
+
+from asynch.api import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("model/createModel", views.ModelCreateView.as_view(), name="asynch-model-create"),
+    path("model/updateModel", views.ModelUpdateView.as_view(), name="asynch-model-update"),
+    path("model/deleteModel", views.ModelDeleteView.as_view(), name="asynch-model-delete"),
+    path("model/getModel", views.ModelGetView.as_view(), name="asynch-model-get"),
+    path("model/listModels", views.ModelListView.as_view(), name="asynch-model-list"),
+    path("model/stats", views.StatsView.as_view(), name="asynch-model-stats"),
+    path("task/createTask", views.TaskCreateView.as_view(), name="asynch-task-create"),
+    path("task/getTaskResult", views.TaskResultView.as_view(), name="asynch-task-result"),
+    path("task/getTaskBatch", views.TaskBatchView.as_view(), name="asynch-task-batch"),
+    path("task/download/<str:token>", views.DownloadView.as_view(), name="asynch-download"),
+]

@@ -1,0 +1,197 @@
+"""Operators' view of model-asynch: model configs, tenants and keys, tasks by
+state with their errors, daily statistics. Writes go through services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from asynch import services
+from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
+from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
+from config.errors import DomainError
+
+_CONFIG_FIELDS = [
+    "base_url",
+    "route",
+    "http_method",
+    "enabled",
+    "max_concurrency",
+    "queue_limit",
+    "timeout_seconds",
+    "retry_times",
+    "retry_queue_max_seconds",
+    "auto_clean_seconds",
+    "remark",
+]
+
+
+class ModelConfigForm(forms.ModelForm):
+    api_key = forms.CharField(
+        label="API key headers",
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Key:Value pairs separated by commas. Leave blank to keep the current value.",
+    )
+
+    class Meta:
+        model = AsynchModel
+        fields = ["model_name", *_CONFIG_FIELDS]
+
+    def clean_api_key(self) -> str:
+        value = self.cleaned_data.get("api_key", "")
+        try:
+            parse_api_key(value)
+        except HeaderSyntaxError as error:
+            raise forms.ValidationError(str(error)) from None
+        return value
+
+
+@admin.register(AsynchModel)
+class AsynchModelAdmin(admin.ModelAdmin):
+    form = ModelConfigForm
+    list_display = [
+        "model_name",
+        "http_method",
+        "base_url",
+        "route",
+        "enabled",
+        "max_concurrency",
+        "queue_limit",
+        "timeout_seconds",
+        "retry_times",
+        "masked_api_key",
+        "updated_at",
+    ]
+    list_filter = ["enabled", "http_method"]
+    search_fields = ["model_name", "base_url", "remark"]
+    readonly_fields = ["masked_api_key", "created_at", "updated_at"]
+
+    @admin.display(description="API key headers")
+    def masked_api_key(self, obj: AsynchModel) -> str:
+        try:
+            return mask_api_key(services.model_api_key(obj))
+        except Exception:
+            return "****"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AsynchModel | None = None) -> list[str]:
+        return [*self.readonly_fields, "model_name"] if obj else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: AsynchModel, form: forms.ModelForm, change: bool) -> None:
+        fields = {name: form.cleaned_data[name] for name in _CONFIG_FIELDS}
+        api_key = form.cleaned_data.get("api_key") or ""
+        try:
+            if change:
+                saved = services.model_update(model_name=obj.model_name, api_key=api_key or None, **fields)
+            else:
+                saved = services.model_create(model_name=form.cleaned_data["model_name"], api_key=api_key, **fields)
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+            return
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: AsynchModel) -> None:
+        services.model_delete(model_name=obj.model_name)
+
+
+class TenantApiKeyInline(admin.TabularInline):
+    model = TenantApiKey
+    extra = 0
+    fields = ["prefix", "revoked", "created_at", "last_used_at"]
+    readonly_fields = ["prefix", "revoked", "created_at", "last_used_at"]
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["name", "id", "is_admin", "is_active", "created_at"]
+    list_filter = ["is_admin", "is_active"]
+    search_fields = ["name", "id"]
+    readonly_fields = ["id", "created_at"]
+    inlines = [TenantApiKeyInline]
+    actions = ["issue_key"]
+
+    @admin.action(description="Issue a new API key (shown once)")
+    def issue_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
+        for tenant in queryset:
+            issued = services.tenant_key_create(tenant=tenant)
+            self.message_user(
+                request, f"New X-Api-Key for {tenant.name}, shown only now: {issued.key}", messages.WARNING
+            )
+
+
+@admin.register(TenantApiKey)
+class TenantApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "tenant", "revoked", "created_at", "last_used_at"]
+    list_filter = ["revoked"]
+    search_fields = ["prefix", "tenant__name"]
+    readonly_fields = ["tenant", "prefix", "revoked", "created_at", "last_used_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # keys are issued from the tenant page or create_tenant_key
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[TenantApiKey]) -> None:
+        count = services.tenant_keys_revoke(key_ids=list(queryset.values_list("id", flat=True)))
+        self.message_user(request, f"{count} key(s) revoked.")
+
+
+@admin.register(AsynchTask)
+class AsynchTaskAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "tenant",
+        "model_name",
+        "state",
+        "retry_count",
+        "biz_name",
+        "creator",
+        "short_error",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["state", "model_name", "tenant"]
+    search_fields = ["id", "biz_name", "creator", "error_message"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    list_select_related = ["tenant"]
+    exclude = ["forward_headers_encrypted"]
+    actions = ["retry_now"]
+
+    @admin.display(description="error")
+    def short_error(self, obj: AsynchTask) -> str:
+        return (obj.error_message or "")[:80]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AsynchTask | None = None) -> list[str]:
+        return [f.name for f in AsynchTask._meta.fields if f.name != "forward_headers_encrypted"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Retry selected failed tasks now (to the head of the queue)")
+    def retry_now(self, request: HttpRequest, queryset: QuerySet[AsynchTask]) -> None:
+        count = services.tasks_retry_now(task_ids=list(queryset.values_list("id", flat=True)))
+        self.message_user(request, f"{count} failed task(s) queued again; others were not failed.")
+
+
+@admin.register(AsynchModelStat)
+class AsynchModelStatAdmin(admin.ModelAdmin):
+    list_display = ["day", "tenant_id", "creator", "model_name", "request_count"]
+    list_filter = ["day", "model_name"]
+    search_fields = ["tenant_id", "creator", "model_name"]
+    date_hierarchy = "day"
+    ordering = ["-day", "model_name"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AsynchModelStat | None = None) -> list[str]:
+        return [f.name for f in AsynchModelStat._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

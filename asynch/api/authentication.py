@@ -1,0 +1,71 @@
+"""How a business service authenticates to model-asynch (contract §2):
+``X-Api-Key: <key>``, stored hashed, each key a tenant's. Model configuration also
+admits a staff user's JWT."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from asynch import selectors
+from asynch.models import Tenant
+from asynch.services import hash_api_key
+
+API_KEY_HEADER = "X-Api-Key"
+
+
+@dataclass(frozen=True)
+class TenantPrincipal:
+    """The authenticated caller: a tenant's service, not a user."""
+
+    tenant: Tenant
+    is_authenticated: bool = True
+    pk: None = None
+    is_staff: bool = False
+
+
+class TenantApiKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[TenantPrincipal, str] | None:
+        key = request.headers.get(API_KEY_HEADER, "").strip()
+        if not key:
+            return None
+        digest = hash_api_key(key)
+        found = selectors.tenant_for_key_hash(digest)
+        # The lookup is by hash; comparing again, constant-time, keeps the rule of contract §2.
+        if found is None or not hmac.compare_digest(found.key_hash, digest):
+            raise exceptions.AuthenticationFailed("Invalid API key")
+        return TenantPrincipal(tenant=found.tenant), found.id
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'ApiKey realm="asynch"'
+
+
+def tenant_of(request: Request) -> Tenant | None:
+    return request.user.tenant if isinstance(request.user, TenantPrincipal) else None
+
+
+class IsTenant(BasePermission):
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return isinstance(request.user, TenantPrincipal)
+
+
+class IsModelAdmin(BasePermission):
+    """An admin tenant's key, or a staff user's JWT."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if isinstance(user, TenantPrincipal):
+            return user.tenant.is_admin
+        return bool(user is not None and user.is_authenticated and user.is_staff)
+
+
+class IsTenantOrStaff(BasePermission):
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        return isinstance(user, TenantPrincipal) or bool(user is not None and user.is_authenticated and user.is_staff)

@@ -1,0 +1,200 @@
+"""The model-asynch API (contract §6). Thin: parse, call one service, render."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import FileResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework_simplejwt.authentication import JWTAuthentication
+
+from asynch import selectors, services
+from asynch.api import serializers as s
+from asynch.api.authentication import (
+    IsModelAdmin,
+    IsTenant,
+    IsTenantOrStaff,
+    TenantApiKeyAuthentication,
+    tenant_of,
+)
+from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
+from config.errors import DomainError, ErrorCode
+from config.pagination import ContractCursorPagination
+
+API_KEY = OpenApiParameter("X-Api-Key", str, OpenApiParameter.HEADER, required=True)
+
+
+def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class ModelAdminView(APIView):
+    authentication_classes = [TenantApiKeyAuthentication, JWTAuthentication]
+    permission_classes = [IsModelAdmin]
+
+
+class TaskView(APIView):
+    authentication_classes = [TenantApiKeyAuthentication]
+    permission_classes = [IsTenant]
+
+
+def _config(model: Any, status_code: int = status.HTTP_200_OK) -> Response:
+    return Response(s.ModelConfigOutSerializer(model).data, status=status_code)
+
+
+@extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses={201: s.ModelConfigOutSerializer})
+class ModelCreateView(ModelAdminView):
+    def post(self, request: Request) -> Response:
+        data = _valid(s.ModelConfigInSerializer, request.data)
+        return _config(services.model_create(**data), status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses=s.ModelConfigOutSerializer)
+class ModelUpdateView(ModelAdminView):
+    def post(self, request: Request) -> Response:
+        name = _valid(s.ModelNameSerializer, request.data)["model_name"]
+        data = _valid(s.ModelConfigInSerializer, request.data, partial=True)
+        data.pop("model_name", None)
+        return _config(services.model_update(model_name=name, **data))
+
+
+@extend_schema(tags=["model-asynch"], request=s.ModelNameSerializer, responses=s.DeletedSerializer)
+class ModelDeleteView(ModelAdminView):
+    def post(self, request: Request) -> Response:
+        name = _valid(s.ModelNameSerializer, request.data)["model_name"]
+        services.model_delete(model_name=name)
+        return Response({"modelName": name, "deleted": True})
+
+
+@extend_schema(
+    tags=["model-asynch"],
+    parameters=[OpenApiParameter("modelName", str, required=True)],
+    responses=s.ModelConfigOutSerializer,
+)
+class ModelGetView(ModelAdminView):
+    def get(self, request: Request) -> Response:
+        name = _valid(s.ModelNameSerializer, request.query_params)["model_name"]
+        model = selectors.model_get(model_name=name)
+        if model is None:
+            raise DomainError(ErrorCode.MODEL_NOT_FOUND, f"Model {name} is not configured")
+        return _config(model)
+
+
+class _ModelPages(ContractCursorPagination):
+    ordering = ("created_at", "id")
+
+
+@extend_schema(tags=["model-asynch"], responses=s.ModelConfigOutSerializer(many=True))
+class ModelListView(ModelAdminView):
+    def get(self, request: Request) -> Response:
+        paginator = _ModelPages()
+        page = paginator.paginate_queryset(selectors.models_list(), request, view=self)
+        return paginator.get_paginated_response(s.ModelConfigOutSerializer(page, many=True).data)
+
+
+class _StatPages(ContractCursorPagination):
+    ordering = ("-day", "-id")
+
+
+@extend_schema(tags=["model-asynch"], parameters=[s.StatsQuerySerializer], responses=s.StatSerializer(many=True))
+class StatsView(APIView):
+    authentication_classes = [TenantApiKeyAuthentication, JWTAuthentication]
+    permission_classes = [IsTenantOrStaff]
+
+    def get(self, request: Request) -> Response:
+        query = _valid(s.StatsQuerySerializer, request.query_params)
+        tenant = tenant_of(request)
+        sees_all = tenant is None or tenant.is_admin  # staff, or an admin tenant
+        rows = selectors.stats_list(
+            tenant=None if sees_all else tenant, day=query.get("day"), model_name=query.get("modelName")
+        )
+        paginator = _StatPages()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(s.StatSerializer(page, many=True).data)
+
+
+def _creator(request: Request, body_creator: str) -> str:
+    """``X-User-Info`` names the creator (its user id when it is a JSON object), else the body's ``creator``."""
+    info = request.headers.get("X-User-Info", "").strip()
+    if not info:
+        return body_creator
+    try:
+        parsed = json.loads(info)
+    except ValueError:
+        return info[:255]
+    if isinstance(parsed, dict):
+        for key in ("userId", "user_id", "id", "username", "name"):
+            if parsed.get(key) not in (None, ""):
+                return str(parsed[key])[:255]
+    return info[:255]
+
+
+@extend_schema(
+    tags=["model-asynch"],
+    request=s.TaskCreateInSerializer,
+    responses={201: s.TaskCreatedSerializer},
+    parameters=[API_KEY],
+)
+class TaskCreateView(TaskView):
+    def post(self, request: Request) -> Response:
+        data = _valid(s.TaskCreateInSerializer, request.data)
+        task = services.task_create(
+            tenant=tenant_of(request),
+            model_name=data["modelName"],
+            request_payload=data["requestPayload"],
+            biz_name=data["bizName"],
+            creator=_creator(request, data["creator"]),
+            forward_headers={name: request.headers.get(name, "") for name in FORWARDED_HEADERS},
+        )
+        return Response({"taskId": task.id, "state": task.state}, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(
+    tags=["model-asynch"],
+    parameters=[API_KEY, OpenApiParameter("taskId", str, required=True)],
+    responses=s.TaskResultSerializer,
+)
+class TaskResultView(TaskView):
+    def get(self, request: Request) -> Response:
+        task_id = _valid(s.TaskIdQuerySerializer, request.query_params)["taskId"]
+        task = selectors.task_get(tenant=tenant_of(request), task_id=task_id)
+        if task is None:
+            raise DomainError(ErrorCode.NOT_FOUND, f"Task {task_id} not found")
+        return Response(s.TaskResultSerializer(task, context={"request": request}).data)
+
+
+@extend_schema(
+    tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer, parameters=[API_KEY]
+)
+class TaskBatchView(TaskView):
+    def post(self, request: Request) -> Response:
+        task_ids = _valid(s.TaskBatchInSerializer, request.data)["taskIds"]
+        items = services.tasks_pickup(tenant=tenant_of(request), task_ids=task_ids)
+        return Response({"results": s.BatchItemSerializer(items, many=True, context={"request": request}).data})
+
+
+@extend_schema(tags=["model-asynch"], responses={(200, "application/octet-stream"): bytes})
+class DownloadView(APIView):
+    """A stored result at its signed, expiring URL: the URL is the permission."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request, token: str) -> FileResponse:
+        name = download_name(token)
+        storage = get_storage()
+        if name is None or not hasattr(storage, "storage"):
+            raise DomainError(ErrorCode.NOT_FOUND, "This download link is invalid or has expired")
+        try:
+            handle = storage.storage.open(name, "rb")
+        except (FileNotFoundError, OSError):
+            raise DomainError(ErrorCode.NOT_FOUND, "The result is no longer stored") from None
+        return FileResponse(handle, as_attachment=False, filename=name.rsplit("/", 1)[-1])

@@ -1,0 +1,378 @@
+"""Every write of model-asynch but the worker's (``asynch.worker``): model configs,
+tenants and keys, tasks, the batch pickup, statistics and the cleaner.
+
+Task states change only through ``asynch.transitions``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import secrets
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from asynch import crypto, transitions
+from asynch.headers import parse_api_key
+from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
+from asynch.storage import delete_quietly, get_storage
+from config.errors import DomainError, ErrorCode
+
+logger = logging.getLogger(__name__)
+
+KICK_KEY = "asynch:kick"
+
+# --- model configs -------------------------------------------------------------------------
+
+_CONFIG_FIELDS = (
+    "base_url",
+    "route",
+    "http_method",
+    "enabled",
+    "max_concurrency",
+    "queue_limit",
+    "timeout_seconds",
+    "retry_times",
+    "retry_queue_max_seconds",
+    "auto_clean_seconds",
+    "remark",
+)
+
+
+def _not_found(model_name: str) -> DomainError:
+    return DomainError(ErrorCode.MODEL_NOT_FOUND, f"Model {model_name} is not configured")
+
+
+def model_create(*, model_name: str, api_key: str = "", **fields: Any) -> AsynchModel:
+    """A new model config; ``api_key`` (the ``Key:Value`` headers) is stored encrypted."""
+    parse_api_key(api_key)  # the caller validated it; this refuses anything else
+    unknown = set(fields) - set(_CONFIG_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
+    try:
+        with transaction.atomic():
+            return AsynchModel.objects.create(
+                model_name=model_name, api_key_encrypted=crypto.encrypt(api_key), **fields
+            )
+    except IntegrityError:
+        raise DomainError(
+            ErrorCode.VALIDATION_ERROR,
+            f"Model {model_name} already exists; use /model/updateModel",
+            fields={"modelName": ["A model with this name already exists."]},
+        ) from None
+
+
+def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) -> AsynchModel:
+    unknown = set(fields) - set(_CONFIG_FIELDS)
+    if unknown:
+        raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
+    changes: dict[str, Any] = dict(fields)
+    if api_key is not None:
+        parse_api_key(api_key)
+        changes["api_key_encrypted"] = crypto.encrypt(api_key)
+    changes["updated_at"] = timezone.now()
+    if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
+        raise _not_found(model_name)
+    return AsynchModel.objects.get(model_name=model_name)
+
+
+def model_delete(*, model_name: str) -> None:
+    deleted, _ = AsynchModel.objects.filter(model_name=model_name).delete()
+    if not deleted:
+        raise _not_found(model_name)
+
+
+def model_api_key(model: AsynchModel) -> str:
+    """The clear ``apiKey`` of a config: only for the worker's request headers."""
+    return crypto.decrypt(model.api_key_encrypted)
+
+
+# --- tenants and their keys ----------------------------------------------------------------
+
+
+def hash_api_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def tenant_create(*, name: str, is_admin: bool = False) -> Tenant:
+    return Tenant.objects.create(name=name, is_admin=is_admin)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    api_key: TenantApiKey
+    key: str  # the clear key: shown once, never stored
+
+    def __repr__(self) -> str:
+        return f"IssuedKey({self.api_key.prefix}…)"
+
+
+def tenant_key_create(*, tenant: Tenant) -> IssuedKey:
+    """A new ``X-Api-Key`` for the tenant. Only its hash is kept."""
+    key = "ak_" + secrets.token_urlsafe(32)
+    api_key = TenantApiKey.objects.create(tenant=tenant, prefix=key[:10], key_hash=hash_api_key(key))
+    return IssuedKey(api_key=api_key, key=key)
+
+
+def tenant_ensure(*, name: str, is_admin: bool = False) -> Tenant:
+    """The tenant of that name, created if missing; ``is_admin`` only ever grants."""
+    tenant, _ = Tenant.objects.get_or_create(name=name, defaults={"is_admin": is_admin})
+    if is_admin and not tenant.is_admin:
+        Tenant.objects.filter(pk=tenant.pk).update(is_admin=True)
+        tenant.is_admin = True
+    return tenant
+
+
+def tenant_keys_revoke(*, key_ids: Sequence[str]) -> int:
+    return TenantApiKey.objects.filter(id__in=key_ids, revoked=False).update(revoked=True)
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+def task_create(
+    *,
+    tenant: Tenant,
+    model_name: str,
+    request_payload: dict[str, Any],
+    biz_name: str = "",
+    creator: str = "",
+    forward_headers: dict[str, str] | None = None,
+) -> AsynchTask:
+    """Queue a task (seed 003 §2, step 2). The queue limit is approximate, as the
+    seed says: counted, then inserted, without a lock that would serialise creates."""
+    model = AsynchModel.objects.filter(model_name=model_name).only("enabled", "queue_limit").first()
+    if model is None:
+        raise _not_found(model_name)
+    if not model.enabled:
+        raise DomainError(ErrorCode.MODEL_DISABLED, f"Model {model_name} is disabled")
+    if model.queue_limit:
+        # Count at most queue_limit rows: the cost stays bounded however long the queue.
+        queued = (
+            AsynchTask.objects.filter(model_name=model_name, state=TaskState.QUEUED)
+            .values("id")[: model.queue_limit]
+            .count()
+        )
+        if queued >= model.queue_limit:
+            raise DomainError(
+                ErrorCode.QUEUE_LIMIT_EXCEEDED, f"Model {model_name} has {queued} queued tasks, its queueLimit"
+            )
+    headers = {k: v for k, v in (forward_headers or {}).items() if v}
+    encrypted = crypto.encrypt(json.dumps(headers)) if headers and get_storage().captures_headers else None
+    now = timezone.now()
+    task = AsynchTask.objects.create(
+        tenant=tenant,
+        model_name=model_name,
+        request_payload=request_payload,
+        biz_name=biz_name,
+        creator=creator,
+        forward_headers_encrypted=encrypted,
+        enqueue_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    transaction.on_commit(worker_kick)
+    return task
+
+
+def worker_kick() -> None:
+    """Wake a worker. Kicks are coalesced: while one is pending no other is sent
+    (the worker clears the flag as it starts, and drains until the queue is empty),
+    and beat polls every ``ASYNCH_WORKER_POLL_INTERVAL`` in case one is lost."""
+    if not settings.ASYNCH_WORKER_ENABLED:
+        return
+    timeout = max(5, int(settings.ASYNCH_WORKER_POLL_INTERVAL * 10))
+    try:
+        if not cache.add(KICK_KEY, 1, timeout=timeout):
+            return
+        from asynch.tasks import work
+
+        work.delay()
+    except Exception:  # the broker is down: beat's poll picks the task up later
+        logger.warning("asynch: could not wake a worker", exc_info=True)
+
+
+def tasks_retry_now(*, task_ids: Sequence[str]) -> int:
+    """An operator re-queues failed tasks at the head, retries left or not."""
+    with transaction.atomic():
+        moved = transitions.requeue(task_ids=task_ids, to_head=True, jump_at=None, now=timezone.now())
+        transaction.on_commit(worker_kick)
+    return moved
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    task_id: str
+    state: int
+    oss_file: str | None
+
+
+def tasks_pickup(*, tenant: Tenant, task_ids: Sequence[str]) -> list[BatchItem]:
+    """getTaskBatch: the tenant's tasks among ``task_ids`` (others and unknown ids left
+    out), succeeded ones moved 2 → 4 with ``expireAt = now + autoCleanSeconds``."""
+    wanted = list(dict.fromkeys(task_ids))
+    rows = {
+        row["id"]: row
+        for row in AsynchTask.objects.filter(tenant=tenant, id__in=wanted).values(
+            "id", "state", "oss_file", "model_name"
+        )
+    }
+    succeeded: dict[str, list[str]] = {}
+    for row in rows.values():
+        if row["state"] == TaskState.SUCCEEDED:
+            succeeded.setdefault(row["model_name"], []).append(row["id"])
+    if succeeded:
+        now = timezone.now()
+        retention = dict(
+            AsynchModel.objects.filter(model_name__in=succeeded).values_list("model_name", "auto_clean_seconds")
+        )
+        for model_name, ids in succeeded.items():
+            seconds = retention.get(model_name, settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS)
+            expire_at = now + dt.timedelta(seconds=seconds)
+            for task_id in transitions.mark_downloaded(task_ids=ids, expire_at=expire_at, now=now):
+                rows[task_id]["state"] = TaskState.DOWNLOADED
+    return [
+        BatchItem(task_id=task_id, state=rows[task_id]["state"], oss_file=rows[task_id]["oss_file"])
+        for task_id in wanted
+        if task_id in rows
+    ]
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+
+def stat_count_call(*, tenant_id: str, creator: str, model_name: str, now: dt.datetime | None = None) -> None:
+    """One real model call, counted in one atomic upsert."""
+    now = now or timezone.now()
+    table = AsynchModelStat._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (day, tenant_id, creator, model_name, request_count, updated_at) "
+            "VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT (day, tenant_id, creator, model_name) "
+            f"DO UPDATE SET request_count = {table}.request_count + 1, updated_at = excluded.updated_at",
+            [
+                now.date(),
+                tenant_id,
+                creator,
+                model_name,
+                connection.ops.adapt_datetimefield_value(now),
+            ],
+        )
+
+
+# --- the cleaner -------------------------------------------------------------------------------
+
+
+def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
+    """One run of the cleaner (seed 003 §1.2), every step in short transactions of at
+    most ``ASYNCH_CLEANER_BATCH_SIZE`` rows and at most ``ASYNCH_CLEANER_MAX_BATCHES``
+    of them per step, so one run is bounded and a backlog drains over several:
+
+    1. tasks stuck in 0/1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``, and running tasks whose
+       worker stopped renewing its lease, fail;
+    2. failed tasks with retries left go back to the queue, at the tail, or at the
+       head at once when ``retryQueueMaxSeconds`` is 0;
+    3. retries that waited ``retryQueueMaxSeconds`` at the tail move to the head;
+    4. downloaded tasks past ``expireAt`` are deleted with their files;
+    5. failed tasks with no retry left are deleted ``autoCleanSeconds`` after failing.
+    """
+    totals: Counter[str] = Counter()
+    if not settings.ASYNCH_CLEANER_ENABLED:
+        return totals
+    now = now or timezone.now()
+    batch = settings.ASYNCH_CLEANER_BATCH_SIZE
+    timeout = dt.timedelta(seconds=settings.ASYNCH_TASK_TIMEOUT_SECONDS)
+    models = list(
+        AsynchModel.objects.values("model_name", "retry_times", "retry_queue_max_seconds", "auto_clean_seconds")
+    )
+
+    def batches(step) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(settings.ASYNCH_CLEANER_MAX_BATCHES):
+            with transaction.atomic():
+                done = step()
+            if done < batch:
+                return
+
+    def fail_stuck() -> int:
+        window = {"queued_before": now - timeout, "started_before": now - timeout}
+        ids = transitions.stuck_ids(now=now, limit=batch, **window)
+        totals["failedStuck"] += transitions.fail_stuck(task_ids=ids, now=now, **window)
+        return len(ids)
+
+    batches(fail_stuck)
+
+    for model in models:
+        if not model["retry_times"]:
+            continue
+        to_head = model["retry_queue_max_seconds"] == 0
+        jump_at = None if to_head else now + dt.timedelta(seconds=model["retry_queue_max_seconds"])
+
+        def retry(model: dict[str, Any] = model, to_head: bool = to_head, jump_at: dt.datetime | None = jump_at) -> int:
+            ids = transitions.retryable_ids(
+                model_name=model["model_name"], retry_times=model["retry_times"], limit=batch
+            )
+            totals["retried"] += transitions.requeue(task_ids=ids, to_head=to_head, jump_at=jump_at, now=now)
+            return len(ids)
+
+        batches(retry)
+
+    def promote() -> int:
+        moved = transitions.promote_waiting_retries(now=now, limit=batch)
+        totals["promoted"] += moved
+        return moved
+
+    batches(promote)
+
+    files: list[str] = []
+
+    def delete_rows(rows: list[tuple[str, str | None]], state: int, name: str) -> int:
+        gone = transitions.delete(task_ids=[row[0] for row in rows], states=[state])
+        totals[name] += len(gone)
+        files.extend(ref for _, ref in gone if ref)
+        return len(rows)
+
+    batches(lambda: delete_rows(transitions.expired_download_rows(now=now, limit=batch), 4, "deletedDownloaded"))
+
+    for model in models:
+        failed_before = now - dt.timedelta(seconds=model["auto_clean_seconds"])
+        batches(
+            lambda model=model, failed_before=failed_before: delete_rows(
+                transitions.exhausted_failure_rows(
+                    model_names=[model["model_name"]],
+                    known=True,
+                    retry_times=model["retry_times"],
+                    failed_before=failed_before,
+                    limit=batch,
+                ),
+                3,
+                "deletedFailed",
+            )
+        )
+    orphan_before = now - dt.timedelta(seconds=settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS)
+    batches(
+        lambda: delete_rows(
+            transitions.exhausted_failure_rows(
+                model_names=[m["model_name"] for m in models],
+                known=False,
+                retry_times=0,
+                failed_before=orphan_before,
+                limit=batch,
+            ),
+            3,
+            "deletedFailed",
+        )
+    )
+    # Files go after their rows' deletion committed: no row ever names a missing file.
+    if files:
+        totals["deletedFiles"] += delete_quietly(files)
+    if totals:
+        logger.info("asynch cleaner: %s", dict(totals))
+    return totals

@@ -1,0 +1,172 @@
+"""Where results go: one interface, two backends (``ASYNCH_RESULT_STORAGE``).
+
+- ``django`` (default): Django's storage API (``STORAGES[ASYNCH_STORAGE_ALIAS]``);
+  callers download at a signed, expiring URL served by this app
+  (``GET /task/download/<token>``, ``django.core.signing``).
+- ``oss_service``: the business's OSS file service: the result is posted as a
+  multipart file to ``OSS_UPLOAD_URL`` (``oss/file/uploadFile``) with the
+  ``Authorization`` and ``X-User-Info`` headers captured at createTask, and the URL
+  it answers is what callers get.
+
+``AsynchTask.oss_file`` keeps the backend's reference (storage name or OSS URL);
+``url()`` turns it into what a caller downloads.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import requests
+from django.conf import settings
+from django.core import signing
+from django.core.files.base import ContentFile
+from django.core.files.storage import Storage, storages
+from django.http import HttpRequest
+from django.urls import reverse
+
+logger = logging.getLogger(__name__)
+
+DOWNLOAD_SALT = "asynch.download"
+FORWARDED_HEADERS = ("Authorization", "X-User-Info")
+
+
+class StorageError(Exception):
+    """The result could not be stored; the task fails and the cleaner retries it."""
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    task_id: str
+    tenant_id: str
+    content: bytes
+    content_type: str
+
+    @property
+    def filename(self) -> str:
+        mime = self.content_type.split(";")[0].strip().lower()
+        extension = {"application/json": ".json", "text/plain": ".txt"}.get(mime) or mimetypes.guess_extension(mime)
+        return f"{self.task_id}{extension or '.bin'}"
+
+
+class ResultStorage(Protocol):
+    # Whether createTask must capture (and encrypt) the caller's forwarded headers.
+    captures_headers: bool
+
+    def save(self, result: ResultFile, *, forward_headers: dict[str, str]) -> str: ...
+
+    def url(self, ref: str, *, request: HttpRequest | None = None) -> str: ...
+
+    def delete(self, ref: str) -> None: ...
+
+
+class DjangoResultStorage:
+    captures_headers = False
+
+    @property
+    def storage(self) -> Storage:
+        return storages[settings.ASYNCH_STORAGE_ALIAS]
+
+    def save(self, result: ResultFile, *, forward_headers: dict[str, str]) -> str:
+        name = f"asynch/{result.tenant_id}/{result.filename}"
+        try:
+            if self.storage.exists(name):  # a retry replaces the earlier attempt's file
+                self.storage.delete(name)
+            return self.storage.save(name, ContentFile(result.content))
+        except OSError as error:
+            raise StorageError(f"Could not store the result: {error}") from error
+
+    def url(self, ref: str, *, request: HttpRequest | None = None) -> str:
+        token = signing.dumps(ref, salt=DOWNLOAD_SALT)
+        path = reverse("asynch-download", args=[token])
+        if settings.ASYNCH_PUBLIC_BASE_URL:
+            return settings.ASYNCH_PUBLIC_BASE_URL.rstrip("/") + path
+        return request.build_absolute_uri(path) if request is not None else path
+
+    def delete(self, ref: str) -> None:
+        self.storage.delete(ref)
+
+
+def download_name(token: str) -> str | None:
+    """The storage name a download token signs, or None when it is forged or expired."""
+    try:
+        name = signing.loads(token, salt=DOWNLOAD_SALT, max_age=settings.ASYNCH_DOWNLOAD_URL_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    return name if isinstance(name, str) and name.startswith("asynch/") else None
+
+
+class OssServiceStorage:
+    captures_headers = True
+
+    def save(self, result: ResultFile, *, forward_headers: dict[str, str]) -> str:
+        if not settings.OSS_UPLOAD_URL:
+            raise StorageError("OSS_UPLOAD_URL is not set")
+        try:
+            response = requests.post(
+                settings.OSS_UPLOAD_URL,
+                files={"file": (result.filename, result.content, result.content_type)},
+                headers={k: v for k, v in forward_headers.items() if k in FORWARDED_HEADERS},
+                timeout=settings.ASYNCH_OSS_TIMEOUT_SECONDS,
+            )
+        except requests.RequestException as error:
+            raise StorageError(f"OSS upload failed: {type(error).__name__}") from error
+        if response.status_code >= 400:
+            raise StorageError(f"OSS upload answered HTTP {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text.strip()
+        url = _url_in(body)
+        if not url:
+            raise StorageError("OSS upload answered without a file URL")
+        return url
+
+    def url(self, ref: str, *, request: HttpRequest | None = None) -> str:
+        return ref
+
+    def delete(self, ref: str) -> None:
+        # The OSS file service has no delete in the contract; the business moves
+        # its results away itself (seed 003: "拿走结果并转移").
+        return None
+
+
+_URL_KEYS = ("url", "fileUrl", "ossFile", "ossUrl", "path", "filePath", "key")
+
+
+def _url_in(body: Any) -> str | None:
+    """The file URL in an OSS answer: a plain string, or the first of the usual keys,
+    at the top level or under ``data``."""
+    if isinstance(body, str):
+        return body or None
+    if isinstance(body, dict):
+        for key in _URL_KEYS:
+            if isinstance(body.get(key), str) and body[key]:
+                return body[key]
+        if "data" in body:
+            return _url_in(body["data"])
+    return None
+
+
+def get_storage() -> ResultStorage:
+    backend = settings.ASYNCH_RESULT_STORAGE
+    if backend == "oss_service":
+        return OssServiceStorage()
+    if backend == "django":
+        return DjangoResultStorage()
+    raise ValueError(f"ASYNCH_RESULT_STORAGE must be 'django' or 'oss_service', not {backend!r}")
+
+
+def delete_quietly(refs: list[str]) -> int:
+    """Delete stored results after their tasks went; a file that will not go is logged."""
+    storage = get_storage()
+    deleted = 0
+    for ref in refs:
+        try:
+            storage.delete(ref)
+            deleted += 1
+        except Exception:
+            logger.warning("asynch: could not delete the stored result %s", ref, exc_info=True)
+    return deleted

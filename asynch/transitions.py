@@ -1,0 +1,249 @@
+"""The task state machine of seed 003 §3, in one place.
+
+    0 queued ──claim──▶ 1 running ──succeed──▶ 2 succeeded ──getTaskBatch──▶ 4 downloaded ──expireAt──▶ deleted
+        ▲                   │
+        │                   └──fail / lease lapsed / stuck──▶ 3 failed ──retries exhausted, retention──▶ deleted
+        └────────── cleaner retry (retryCount + 1, tail or head) ◀──┘
+    0 queued ──stuck past ASYNCH_TASK_TIMEOUT_SECONDS──▶ 3 failed
+
+Every transition is one conditional ``UPDATE`` whose row count decides: a worker
+whose lease lapsed, or whose task was failed as stuck, finishes nothing because
+it no longer matches ``state = 1 AND attempt_no = <its attempt>``. The SQL runs on
+PostgreSQL and SQLite alike (``RETURNING`` included); times are passed in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from asynch.models import AsynchTask
+
+TABLE = AsynchTask._meta.db_table
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    return value
+
+
+def _execute(sql: str, params: Sequence[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_adapt(p) for p in params])
+        return cursor.rowcount
+
+
+def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_adapt(p) for p in params])
+        return cursor.fetchall()
+
+
+def _in(values: Sequence[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _skip_locked() -> str:
+    return " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+def queued_candidates(
+    *, model_names: Sequence[str], exclude: Sequence[tuple[str, str]], limit: int
+) -> list[tuple[str, str, str]]:
+    """(id, tenant, model) of the first queued tasks of the given models in queue order,
+    row-locked for the caller's transaction; rows another worker is taking are skipped."""
+    if not model_names or limit <= 0:
+        return []
+    params: list[Any] = list(model_names)
+    excluded = ""
+    if exclude:
+        excluded = " AND NOT (" + " OR ".join(["(tenant_id = %s AND model_name = %s)"] * len(exclude)) + ")"
+        for tenant_id, model_name in exclude:
+            params += [tenant_id, model_name]
+    return _rows(
+        f"SELECT id, tenant_id, model_name FROM {TABLE} WHERE state = 0 AND model_name IN ({_in(model_names)})"
+        f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}",
+        [*params, limit],
+    )
+
+
+def claim(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime, lease_until: dt.datetime) -> list[AsynchTask]:
+    """0 → 1 for the given (already row-locked) tasks; ``attempt_no + 1``."""
+    if not task_ids:
+        return []
+    sql = (
+        f"UPDATE {TABLE} SET state = 1, attempt_no = attempt_no + 1, locked_by = %s, lease_until = %s, "
+        f"started_at = %s, finished_at = NULL, updated_at = %s WHERE state = 0 AND id IN ({_in(task_ids)}) RETURNING *"
+    )
+    params = [worker_id, lease_until, now, now, *task_ids]
+    return list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+
+
+def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.datetime, now: dt.datetime) -> int:
+    if not task_ids:
+        return 0
+    return _execute(
+        f"UPDATE {TABLE} SET lease_until = %s WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
+        [lease_until, worker_id, *task_ids],
+    )
+
+
+def succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, now: dt.datetime) -> bool:
+    """1 → 2 by the holder of this attempt; the forwarded headers are dropped, used."""
+    return (
+        _execute(
+            f"UPDATE {TABLE} SET state = 2, oss_file = %s, http_status = %s, finished_at = %s, lease_until = NULL, "
+            "error_message = NULL, forward_headers_encrypted = NULL, updated_at = %s "
+            "WHERE id = %s AND state = 1 AND attempt_no = %s",
+            [oss_file, http_status, now, now, task_id, attempt_no],
+        )
+        == 1
+    )
+
+
+def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int | None, now: dt.datetime) -> bool:
+    """1 → 3 by the holder of this attempt."""
+    return (
+        _execute(
+            f"UPDATE {TABLE} SET state = 3, error_message = %s, http_status = %s, finished_at = %s, "
+            "lease_until = NULL, updated_at = %s WHERE id = %s AND state = 1 AND attempt_no = %s",
+            [error_message[:4000], http_status, now, now, task_id, attempt_no],
+        )
+        == 1
+    )
+
+
+def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int:
+    """1 → 0 without a model call (the worker could not start them): back to their
+    place in the queue, the attempt not counted as a retry."""
+    if not task_ids:
+        return 0
+    return _execute(
+        f"UPDATE {TABLE} SET state = 0, lease_until = NULL, started_at = NULL, updated_at = %s "
+        f"WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
+        [now, worker_id, *task_ids],
+    )
+
+
+# --- the batch pickup ----------------------------------------------------------------------
+
+
+def mark_downloaded(*, task_ids: Sequence[str], expire_at: dt.datetime, now: dt.datetime) -> list[str]:
+    """2 → 4 with ``expire_at``; only succeeded tasks move."""
+    if not task_ids:
+        return []
+    rows = _rows(
+        f"UPDATE {TABLE} SET state = 4, expire_at = %s, updated_at = %s "
+        f"WHERE state = 2 AND id IN ({_in(task_ids)}) RETURNING id",
+        [expire_at, now, *task_ids],
+    )
+    return [row[0] for row in rows]
+
+
+# --- the cleaner ---------------------------------------------------------------------------
+
+
+def promote_waiting_retries(*, now: dt.datetime, limit: int) -> int:
+    """Retries that waited at the tail for ``retryQueueMaxSeconds`` move to the head."""
+    ids = [
+        row[0]
+        for row in _rows(
+            f"SELECT id FROM {TABLE} WHERE state = 0 AND priority = 1 AND jump_at <= %s "
+            f"ORDER BY jump_at LIMIT %s{_skip_locked()}",
+            [now, limit],
+        )
+    ]
+    if not ids:
+        return 0
+    return _execute(
+        f"UPDATE {TABLE} SET priority = 0, updated_at = %s WHERE state = 0 AND priority = 1 AND id IN ({_in(ids)})",
+        [now, *ids],
+    )
+
+
+def stuck_ids(*, now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime, limit: int) -> list[str]:
+    """Running tasks whose worker stopped renewing its lease, and tasks that sat in
+    0 or 1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``."""
+    rows = _rows(
+        f"SELECT id FROM {TABLE} WHERE (state = 1 AND (lease_until < %s OR started_at < %s)) "
+        f"OR (state = 0 AND enqueue_at < %s) ORDER BY id LIMIT %s{_skip_locked()}",
+        [now, started_before, queued_before, limit],
+    )
+    return [row[0] for row in rows]
+
+
+def fail_stuck(
+    *, task_ids: Sequence[str], now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime
+) -> int:
+    if not task_ids:
+        return 0
+    return _execute(
+        f"UPDATE {TABLE} SET state = 3, finished_at = %s, lease_until = NULL, updated_at = %s, error_message = "
+        "CASE WHEN state = 0 THEN 'Timed out waiting in the queue' "
+        "WHEN lease_until < %s THEN 'The worker running the task stopped (its lease lapsed)' "
+        "ELSE 'Timed out while running' END "
+        f"WHERE id IN ({_in(task_ids)}) AND ((state = 1 AND (lease_until < %s OR started_at < %s)) "
+        "OR (state = 0 AND enqueue_at < %s))",
+        [now, now, now, *task_ids, now, started_before, queued_before],
+    )
+
+
+def retryable_ids(*, model_name: str, retry_times: int, limit: int) -> list[str]:
+    rows = _rows(
+        f"SELECT id FROM {TABLE} WHERE state = 3 AND model_name = %s AND retry_count < %s "
+        f"ORDER BY finished_at, id LIMIT %s{_skip_locked()}",
+        [model_name, retry_times, limit],
+    )
+    return [row[0] for row in rows]
+
+
+def requeue(*, task_ids: Sequence[str], to_head: bool, jump_at: dt.datetime | None, now: dt.datetime) -> int:
+    """3 → 0 with ``retryCount + 1``: at the tail (``enqueue_at = now``), or at the head."""
+    if not task_ids:
+        return 0
+    return _execute(
+        f"UPDATE {TABLE} SET state = 0, retry_count = retry_count + 1, priority = %s, enqueue_at = %s, "
+        "jump_at = %s, started_at = NULL, finished_at = NULL, lease_until = NULL, locked_by = '', updated_at = %s "
+        f"WHERE state = 3 AND id IN ({_in(task_ids)})",
+        [0 if to_head else 1, now, jump_at, now, *task_ids],
+    )
+
+
+def expired_download_rows(*, now: dt.datetime, limit: int) -> list[tuple[str, str | None]]:
+    return _rows(
+        f"SELECT id, oss_file FROM {TABLE} WHERE state = 4 AND expire_at <= %s ORDER BY expire_at LIMIT %s"
+        f"{_skip_locked()}",
+        [now, limit],
+    )
+
+
+def exhausted_failure_rows(
+    *, model_names: Sequence[str], known: bool, retry_times: int, failed_before: dt.datetime, limit: int
+) -> list[tuple[str, str | None]]:
+    """Failed tasks with no retry left, failed before ``failed_before``: of the named
+    models (``known``), or of every model not named (configs that were deleted)."""
+    if known and not model_names:
+        return []
+    names = f"model_name {'IN' if known else 'NOT IN'} ({_in(model_names)})" if model_names else "TRUE"
+    return _rows(
+        f"SELECT id, oss_file FROM {TABLE} WHERE state = 3 AND {names} AND retry_count >= %s "
+        f"AND finished_at <= %s ORDER BY finished_at LIMIT %s{_skip_locked()}",
+        [*model_names, retry_times, failed_before, limit],
+    )
+
+
+def delete(*, task_ids: Sequence[str], states: Sequence[int]) -> list[tuple[str, str | None]]:
+    """Hard delete, still in one of ``states``; returns (id, stored file) of what went."""
+    if not task_ids:
+        return []
+    return _rows(
+        f"DELETE FROM {TABLE} WHERE state IN ({_in(states)}) AND id IN ({_in(task_ids)}) RETURNING id, oss_file",
+        [*states, *task_ids],
+    )

@@ -1,0 +1,352 @@
+"""The worker (seed 003 §1.2): claims queued tasks and calls their model services.
+
+A Celery task (``asynch.tasks.work``, sent by createTask after commit and by beat
+every ``ASYNCH_WORKER_POLL_INTERVAL``) runs ``tasks_drain`` in a worker process:
+
+- one drain per process at a time; it loops until the queue has nothing it may run;
+- each round claims at most as many tasks as it has free threads
+  (``ASYNCH_WORKER_CONCURRENCY``, at most ``ASYNCH_WORKER_BATCH_SIZE`` a round) with
+  ``SELECT ... FOR UPDATE SKIP LOCKED``, so any number of processes on any number of
+  machines never take one task twice;
+- a task is claimed only together with a slot of its (tenant, model) semaphore, so
+  no more than ``maxConcurrency`` calls run at once anywhere; a (tenant, model)
+  whose slots are all taken is skipped for the round and its tasks keep their place;
+- while calls run the drain renews the slots' and the tasks' leases; a process
+  that dies stops renewing and the cleaner fails its tasks, then retries them;
+- a drain whose threads are all busy wakes another process to join in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import requests
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from asynch import crypto, transitions
+from asynch.headers import parse_api_key
+from asynch.models import AsynchModel, AsynchTask
+from asynch.semaphore import get_semaphore, semaphore_key
+from asynch.services import KICK_KEY, model_api_key, stat_count_call, worker_kick
+from asynch.storage import ResultFile, StorageError, get_storage
+
+logger = logging.getLogger(__name__)
+
+_drain_lock = threading.Lock()
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What a call needs from its model config, read once per round."""
+
+    model_name: str
+    url: str
+    http_method: str
+    headers: dict[str, str]
+    timeout_seconds: int
+    max_concurrency: int
+
+    def __repr__(self) -> str:  # the headers carry the model's key
+        return f"ModelCall({self.model_name}, {self.http_method} {self.url})"
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task: AsynchTask
+    call: ModelCall
+    slot_key: str
+    slot_token: str
+
+
+def _model_calls() -> dict[str, ModelCall]:
+    calls = {}
+    for model in AsynchModel.objects.filter(enabled=True):
+        route = model.route.strip()
+        url = model.base_url.rstrip("/") + ("/" + route.lstrip("/") if route else "")
+        try:
+            headers = parse_api_key(model_api_key(model))
+        except Exception:
+            logger.error("asynch: the apiKey of model %s cannot be read; its tasks wait", model.model_name)
+            continue
+        calls[model.model_name] = ModelCall(
+            model_name=model.model_name,
+            url=url,
+            http_method=model.http_method,
+            headers=headers,
+            timeout_seconds=model.timeout_seconds,
+            max_concurrency=max(1, model.max_concurrency),
+        )
+    return calls
+
+
+def tasks_claim(*, calls: dict[str, ModelCall], limit: int, worker_id: str) -> list[Claimed]:
+    """Claim up to ``limit`` queued tasks, each with a semaphore slot of its
+    (tenant, model). Rows are locked (SKIP LOCKED) while the slots are taken, then
+    moved 0 → 1 in one statement, all in one short transaction."""
+    semaphore = get_semaphore()
+    lease = settings.ASYNCH_LEASE_SECONDS
+    saturated: list[tuple[str, str]] = []
+    picked: dict[str, tuple[str, str]] = {}  # task id → (slot key, token)
+    model_of: dict[str, str] = {}
+    try:
+        with transaction.atomic():
+            for _ in range(3):  # a saturated head of the queue must not starve the rest
+                want = limit - len(picked)
+                if want <= 0:
+                    break
+                rows = transitions.queued_candidates(model_names=list(calls), exclude=saturated, limit=want * 2)
+                if not rows:
+                    break
+                full_before = len(saturated)
+                for task_id, tenant_id, model_name in rows:
+                    if len(picked) >= limit or task_id in picked:
+                        break
+                    if (tenant_id, model_name) in saturated:
+                        continue
+                    key = semaphore_key(tenant_id, model_name)
+                    token = uuid.uuid4().hex
+                    if semaphore.acquire(
+                        key, limit=calls[model_name].max_concurrency, token=token, lease_seconds=lease
+                    ):
+                        picked[task_id] = (key, token)
+                        model_of[task_id] = model_name
+                    else:
+                        saturated.append((tenant_id, model_name))
+                if len(saturated) == full_before:
+                    break  # nothing new is full: more rounds would see the same rows
+            now = timezone.now()
+            tasks = transitions.claim(
+                task_ids=list(picked), worker_id=worker_id, now=now, lease_until=now + dt.timedelta(seconds=lease)
+            )
+    except BaseException:
+        for key, token in picked.values():
+            semaphore.release(key, token=token)
+        raise
+    claimed_ids = {task.id for task in tasks}
+    for task_id, (key, token) in picked.items():
+        if task_id not in claimed_ids:  # cannot happen with the rows locked; never leak a slot
+            semaphore.release(key, token=token)
+    return [
+        Claimed(task=task, call=calls[model_of[task.id]], slot_key=picked[task.id][0], slot_token=picked[task.id][1])
+        for task in tasks
+    ]
+
+
+def _session() -> requests.Session:
+    session = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = requests.Session()
+    return session
+
+
+def _query_params(payload: dict[str, Any]) -> dict[str, str]:
+    """GET: the payload as query parameters; nested values travel as JSON text."""
+    params = {}
+    for key, value in payload.items():
+        if isinstance(value, str):
+            params[key] = value
+        elif isinstance(value, bool):
+            params[key] = "true" if value else "false"
+        elif value is None:
+            params[key] = ""
+        elif isinstance(value, int | float):
+            params[key] = str(value)
+        else:
+            params[key] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return params
+
+
+def _refresh_connections() -> None:
+    # Call threads keep their connection between tasks; drop it when broken or old
+    # (never inside a transaction: tests run the queue inside theirs).
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
+def task_execute(claimed: Claimed) -> str:
+    """Call the model for one claimed task and store what it answers. Returns the
+    outcome: ``succeeded``, ``failed`` or ``lost`` (the attempt was taken away)."""
+    _refresh_connections()
+    task, call = claimed.task, claimed.call
+    try:
+        return _execute(task, call)
+    except Exception as error:  # a bug must not leave the task running until its lease lapses
+        logger.exception("asynch: task %s failed unexpectedly", task.id)
+        moved = transitions.fail(
+            task_id=task.id,
+            attempt_no=task.attempt_no,
+            error_message=f"Internal error: {type(error).__name__}",
+            http_status=None,
+            now=timezone.now(),
+        )
+        return "failed" if moved else "lost"
+    finally:
+        get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
+        _refresh_connections()
+
+
+def _execute(task: AsynchTask, call: ModelCall) -> str:
+    payload = task.request_payload if isinstance(task.request_payload, dict) else {}
+    request: dict[str, Any] = {"headers": call.headers, "timeout": call.timeout_seconds}
+    if call.http_method == "GET":
+        request["params"] = _query_params(payload)
+    else:
+        request["json"] = payload
+    response: requests.Response | None = None
+    error_message = ""
+    reached = True
+    try:
+        response = _session().request(call.http_method, call.url, **request)
+    except requests.Timeout as error:
+        # A read timeout reached the service; a connect timeout did not.
+        reached = not isinstance(error, requests.ConnectionError)
+        error_message = f"The model service did not answer within {call.timeout_seconds}s"
+    except requests.RequestException as error:
+        reached = not isinstance(error, requests.ConnectionError)
+        error_message = f"The model service could not be reached: {type(error).__name__}"
+    if reached:  # seed 003 §1.3: real calls only
+        stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
+    now = timezone.now()
+    if response is None or response.status_code >= 400:
+        if response is not None:
+            error_message = f"The model service answered HTTP {response.status_code}: {response.text[:500]}"
+        moved = transitions.fail(
+            task_id=task.id,
+            attempt_no=task.attempt_no,
+            error_message=error_message,
+            http_status=response.status_code if response is not None else None,
+            now=now,
+        )
+        return "failed" if moved else "lost"
+    result = ResultFile(
+        task_id=task.id,
+        tenant_id=task.tenant_id,
+        content=response.content,
+        content_type=response.headers.get("Content-Type", "application/octet-stream"),
+    )
+    try:
+        ref = _store(result, task)
+    except StorageError as error:
+        moved = transitions.fail(
+            task_id=task.id, attempt_no=task.attempt_no, error_message=str(error), http_status=200, now=now
+        )
+        return "failed" if moved else "lost"
+    if transitions.succeed(
+        task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=response.status_code, now=timezone.now()
+    ):
+        return "succeeded"
+    # The attempt was taken away (failed as stuck) while the call ran: its file goes.
+    try:
+        get_storage().delete(ref)
+    except Exception:
+        logger.warning("asynch: could not delete the orphan result %s", ref, exc_info=True)
+    return "lost"
+
+
+def _store(result: ResultFile, task: AsynchTask) -> str:
+    """Store with a few quick attempts: an upload retry calls no model (seed 003 §1.3)."""
+    forward = json.loads(crypto.decrypt(task.forward_headers_encrypted) or "{}")
+    storage = get_storage()
+    attempts = max(1, settings.ASYNCH_STORAGE_ATTEMPTS)
+    for attempt in range(1, attempts + 1):
+        try:
+            return storage.save(result, forward_headers=forward)
+        except StorageError:
+            if attempt == attempts:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+@lru_cache(maxsize=1)
+def _pool(size: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="asynch-call")
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def tasks_drain(*, budget_seconds: float | None = None) -> Counter[str]:
+    """Run queued tasks until none is left that this process may run, or the budget
+    (``ASYNCH_WORKER_DRAIN_SECONDS``) is spent, in which case another drain is queued."""
+    totals: Counter[str] = Counter()
+    if not settings.ASYNCH_WORKER_ENABLED or not _drain_lock.acquire(blocking=False):
+        return totals
+    try:
+        cache.delete(KICK_KEY)  # from now on a new task wakes a drain again
+        _drain(totals, budget_seconds if budget_seconds is not None else settings.ASYNCH_WORKER_DRAIN_SECONDS)
+    finally:
+        _drain_lock.release()
+    return totals
+
+
+def _drain(totals: Counter[str], budget_seconds: float) -> None:
+    me = worker_id()
+    size = max(1, settings.ASYNCH_WORKER_CONCURRENCY)
+    pool = _pool(size)
+    lease = settings.ASYNCH_LEASE_SECONDS
+    beat_every = max(0.2, lease / 3)
+    poll = max(0.05, settings.ASYNCH_WORKER_POLL_INTERVAL)
+    deadline = time.monotonic() + budget_seconds
+    running: dict[Future[str], Claimed] = {}
+    last_beat = time.monotonic()
+    woke_another = False
+    calls: dict[str, ModelCall] = {}
+    calls_read = 0.0
+    out_of_time = False
+    while True:
+        free = size - len(running)
+        claimed: list[Claimed] = []
+        out_of_time = time.monotonic() >= deadline
+        if free > 0 and not out_of_time:
+            if time.monotonic() - calls_read > poll:  # configs change rarely: read once per poll
+                calls, calls_read = _model_calls(), time.monotonic()
+            claimed = tasks_claim(calls=calls, limit=min(free, settings.ASYNCH_WORKER_BATCH_SIZE), worker_id=me)
+            for item in claimed:
+                running[pool.submit(task_execute, item)] = item
+            totals["claimed"] += len(claimed)
+            if claimed and len(claimed) == free and not woke_another:
+                worker_kick()  # every thread is busy and more may wait: let another process join
+                woke_another = True
+        if not running:
+            break
+        done, _ = wait(list(running), timeout=poll if len(running) < size else beat_every, return_when=FIRST_COMPLETED)
+        for future in done:
+            running.pop(future)
+            try:
+                totals[future.result()] += 1
+            except Exception:
+                logger.exception("asynch: a call thread failed")
+        if time.monotonic() - last_beat >= beat_every and running:
+            _renew(list(running.values()), me, lease)
+            last_beat = time.monotonic()
+    if out_of_time:
+        worker_kick()
+
+
+def _renew(items: list[Claimed], me: str, lease: float) -> None:
+    renewed = get_semaphore().renew([(c.slot_key, c.slot_token) for c in items], lease_seconds=lease)
+    for item, ok in zip(items, renewed, strict=True):
+        if not ok:
+            logger.warning("asynch: the slot of task %s lapsed while its call ran", item.task.id)
+    now = timezone.now()
+    transitions.extend_leases(
+        task_ids=[c.task.id for c in items], worker_id=me, lease_until=now + dt.timedelta(seconds=lease), now=now
+    )

@@ -1,0 +1,179 @@
+"""Helpers for the model-asynch tests: a local model service (a threaded
+``http.server`` on 127.0.0.1) that records every call and how many ran at once,
+tenants with keys, model configs, and running the queue in the test's thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from rest_framework.test import APIClient
+
+from asynch import services, worker
+from asynch.models import AsynchModel, Tenant
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass
+class ModelServer:
+    """A model service. ``behaviour(call, index)`` returns (status, body, delay
+    seconds) for the index-th call (0-based); the default answers at once."""
+
+    server: ThreadingHTTPServer
+    calls: list[Call] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    behaviour: Callable[[Call, int], tuple[int, Any, float]] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def handle(self, call: Call) -> tuple[int, bytes, str]:
+        with self.lock:
+            index = len(self.calls)
+            self.calls.append(call)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            status, body, delay = (
+                self.behaviour(call, index) if self.behaviour else (200, {"echo": call.json, "query": call.query}, 0.0)
+            )
+            if delay:
+                time.sleep(delay)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        if isinstance(body, bytes):
+            return status, body, "application/octet-stream"
+        return status, json.dumps(body).encode(), "application/json"
+
+
+def _handler_for(model_server: ModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            parts = urlsplit(self.path)
+            call = Call(
+                method=self.command,
+                path=parts.path,
+                query=dict(parse_qsl(parts.query, keep_blank_values=True)),
+                headers={k: v for k, v in self.headers.items()},
+                body=body,
+            )
+            status, payload, content_type = model_server.handle(call)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the caller gave up (timeout)
+                pass
+
+        do_GET = do_POST = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server.daemon_threads = True
+    model_server = ModelServer(server=server)
+    server.RequestHandlerClass = _handler_for(model_server)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield model_server
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass
+class TenantClient:
+    tenant: Tenant
+    key: str
+    client: APIClient
+
+    def post(self, path: str, body: dict[str, Any], **headers: str) -> Any:
+        return self.client.post(path, body, format="json", **headers)
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self.client.get(path, params or {})
+
+    def create_task(self, model_name: str, payload: dict[str, Any] | None = None, **extra: Any) -> Any:
+        headers = {k: v for k, v in extra.items() if k.startswith("HTTP_")}
+        body = {k: v for k, v in extra.items() if not k.startswith("HTTP_")}
+        return self.post(
+            "/task/createTask", {"modelName": model_name, "requestPayload": payload or {}, **body}, **headers
+        )
+
+
+def tenant_client(name: str, *, is_admin: bool = False) -> TenantClient:
+    tenant = services.tenant_create(name=name, is_admin=is_admin)
+    key = services.tenant_key_create(tenant=tenant).key
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=key)
+    return TenantClient(tenant=tenant, key=key, client=client)
+
+
+def make_model(
+    model_name: str = "model-service", *, base_url: str = "http://127.0.0.1:9", **fields: Any
+) -> AsynchModel:
+    values: dict[str, Any] = {
+        "route": "/api/v1/chat",
+        "http_method": "POST",
+        "enabled": True,
+        "max_concurrency": 5,
+        "queue_limit": 0,
+        "timeout_seconds": 5,
+        "retry_times": 3,
+        "retry_queue_max_seconds": 600,
+        "auto_clean_seconds": 3600,
+    }
+    values.update(fields)
+    api_key = values.pop("api_key", "API_KEY:model-key,API_STATE:true,API_NUM:123")
+    return services.model_create(model_name=model_name, base_url=base_url, api_key=api_key, **values)
+
+
+def run_queue(limit: int = 100) -> list[str]:
+    """Claim and run queued tasks in the test's own thread (and database
+    transaction), one claim round at a time, until nothing is claimable."""
+    outcomes: list[str] = []
+    me = worker.worker_id()
+    while True:
+        claimed = worker.tasks_claim(calls=worker._model_calls(), limit=limit, worker_id=me)
+        if not claimed:
+            return outcomes
+        outcomes += [worker.task_execute(item) for item in claimed]
+
+
+def error_code(response: Any) -> str:
+    return response.json()["error"]["code"]
