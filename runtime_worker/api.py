@@ -1,0 +1,204 @@
+"""The runtime's client of the internal HTTP API (contract §3), and nothing more:
+no model, no service of the server is imported here (DESIGN rule 6)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from runtime_worker.redact import redact
+
+
+class ApiUnavailable(Exception):
+    """The API could not answer: connection refused or reset, a timeout, a 5xx, or
+    a 429 throttle. Worth retrying; says nothing about the job."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ApiError(Exception):
+    """The API answered with one of the contract's errors: a definite answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+    @property
+    def job_gone(self) -> bool:
+        """The lease is lost or the job is no longer this runtime's to finish."""
+        return self.code in {"JOB_NOT_ACTIVE", "JOB_NOT_FOUND", "RESULT_ALREADY_EXISTS"}
+
+
+@dataclass
+class Job:
+    """A claimed job, as the claim call returns it (camelCase fields read once)."""
+
+    job_id: str
+    job_type: str
+    target_type: str
+    target_id: str
+    attempt_no: int
+    timeout_seconds: int
+    prompt_version: str | None
+    output_schema_version: str | None
+    model_name: str
+    model_provider: str
+    lock_until_ms: int | None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Job:
+        return cls(
+            job_id=body["jobId"],
+            job_type=body["jobType"],
+            target_type=body.get("targetType") or "",
+            target_id=body.get("targetId") or "",
+            attempt_no=int(body["attemptNo"]),
+            timeout_seconds=int(body.get("timeoutSeconds") or 120),
+            prompt_version=body.get("promptVersion"),
+            output_schema_version=body.get("outputSchemaVersion"),
+            model_name=body.get("modelName") or "deepseek-chat",
+            model_provider=body.get("modelProvider") or "deepseek",
+            lock_until_ms=body.get("lockUntil"),
+            params=body.get("params") or {},
+        )
+
+
+@dataclass(frozen=True)
+class Credential:
+    api_key_mode: str
+    provider: str
+    base_url: str
+    model_name: str
+    api_key: str
+
+    def __repr__(self) -> str:  # a repr never shows the key
+        return f"Credential({self.api_key_mode}, {self.provider}, {self.base_url}, {self.model_name}, ****)"
+
+
+@dataclass(frozen=True)
+class Beat:
+    lock_until_ms: int
+    cancel_requested: bool
+
+
+class InternalApi:
+    """One instance per runtime, shared by its threads (a session per thread)."""
+
+    def __init__(self, base_url: str, token: str, instance_id: str, *, timeout: float = 15.0) -> None:
+        self.base_url = base_url.rstrip("/") + "/internal/runtime"
+        self.instance_id = instance_id
+        self.timeout = timeout
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "x-runtime-instance-id": instance_id,
+            "Accept": "application/json",
+        }
+        self._local = threading.local()
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.mount("http://", HTTPAdapter(pool_connections=1, pool_maxsize=4))
+            session.mount("https://", HTTPAdapter(pool_connections=1, pool_maxsize=4))
+            session.headers.update(self._headers)
+            self._local.session = session
+        return session
+
+    def close(self) -> None:
+        session = getattr(self._local, "session", None)
+        if session is not None:
+            session.close()
+            self._local.session = None
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = self._session().request(
+                method, f"{self.base_url}/{path}", json=body if method != "GET" else None, timeout=self.timeout
+            )
+        except requests.RequestException as error:
+            raise ApiUnavailable(f"{type(error).__name__}: {redact(str(error))}") from None
+        if response.status_code >= 500 or response.status_code == 429:
+            retry_after = response.headers.get("Retry-After")
+            raise ApiUnavailable(
+                f"HTTP {response.status_code} from {path}",
+                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            )
+        try:
+            payload = response.json() if response.content else {}
+        except ValueError:
+            payload = {}
+        if response.status_code >= 400:
+            error = payload.get("error") if isinstance(payload, dict) else None
+            error = error if isinstance(error, dict) else {}
+            raise ApiError(
+                response.status_code,
+                str(error.get("code") or f"HTTP_{response.status_code}"),
+                redact(str(error.get("message") or response.reason)),
+            )
+        return payload if isinstance(payload, dict) else {}
+
+    # --- the calls of contract §3 ----------------------------------------------------
+
+    def claim(self, capabilities: list[str], limit: int) -> list[Job]:
+        body = self._call("POST", "jobs/claim", {"capabilities": capabilities, "limit": limit})
+        return [Job.from_wire(job) for job in body.get("jobs", [])]
+
+    def heartbeat(self, job_id: str) -> Beat:
+        body = self._call("POST", f"jobs/{job_id}/heartbeat", {})
+        return Beat(lock_until_ms=int(body.get("lockUntil") or 0), cancel_requested=bool(body.get("cancelRequested")))
+
+    def snapshot(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"jobs/{job_id}/snapshot")
+
+    def credential(self, job_id: str) -> Credential:
+        body = self._call("POST", f"jobs/{job_id}/credential", {})
+        return Credential(
+            api_key_mode=str(body.get("apiKeyMode", "")),
+            provider=str(body.get("provider", "deepseek")),
+            base_url=str(body.get("baseUrl", "")),
+            model_name=str(body.get("modelName", "")),
+            api_key=str(body.get("apiKey", "")),
+        )
+
+    def result(
+        self,
+        job_id: str,
+        *,
+        attempt_no: int,
+        output_schema_version: str,
+        output: dict[str, Any],
+        usage: dict[str, int],
+        cost_cents: Decimal,
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            f"jobs/{job_id}/result",
+            {
+                "attemptNo": attempt_no,
+                "outputSchemaVersion": output_schema_version,
+                "output": output,
+                "usage": usage,
+                "costCents": str(cost_cents),
+            },
+        )
+
+    def fail(self, job_id: str, *, attempt_no: int, error_code: str, error_message: str) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            f"jobs/{job_id}/fail",
+            {"attemptNo": attempt_no, "errorCode": error_code, "errorMessage": redact(error_message)[:4000]},
+        )
+
+    def invocation_logs(self, job_id: str, logs: list[dict[str, Any]]) -> dict[str, Any]:
+        return self._call("POST", f"jobs/{job_id}/invocation-logs", {"logs": logs})
