@@ -34,7 +34,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     url,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("encryption_keys")]
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded, pytest.mark.usefixtures("encryption_keys")]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     make_credential,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("encryption_keys")]
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded, pytest.mark.usefixtures("encryption_keys")]
 
 
 def _flip(data: bytes, index: int) -> bytes:
