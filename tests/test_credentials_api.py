@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from credentials import selectors, services
 from credentials.models import Credential, CredentialStatus
@@ -80,8 +82,6 @@ def test_list_is_paginated_newest_first_with_only_the_users_live_credentials(use
 
 def test_unauthenticated_calls_answer_401(user):
     credential = make_credential(user)
-    from rest_framework.test import APIClient
-
     anonymous = APIClient()
     for response in (
         anonymous.get(url()),
@@ -291,3 +291,19 @@ def test_resolve_of_a_deleted_or_another_users_credential_is_not_found(runtime, 
         assert response.status_code == 404 and error_code(response) == "CREDENTIAL_NOT_FOUND"
     job = _locked_job(runtime, user=user)
     assert error_code(runtime.post(f"jobs/{job.id}/credential")) == "CREDENTIAL_REQUIRED"
+
+
+# --- the admin --------------------------------------------------------------------------------
+
+
+def test_admin_shows_the_mask_adds_nothing_and_deletes_softly_through_the_service(user):
+    credential = make_credential(user)
+    admin = Client()
+    admin.force_login(UserFactory(is_staff=True, is_superuser=True))
+    page = admin.get(f"/admin/credentials/credential/{credential.id}/change/").content.decode()
+    assert "sk-****abcd" in page and "ciphertext" not in page.lower() and "nonce" not in page.lower()
+    assert admin.get("/admin/credentials/credential/add/").status_code == 403
+    action = {"action": "soft_delete_credentials", "_selected_action": [credential.id]}
+    assert admin.post("/admin/credentials/credential/", action, follow=True).status_code == 200
+    row = Credential.objects.get(id=credential.id)
+    assert row.deleted_at is not None and bytes(row.ciphertext) == b""

@@ -21,6 +21,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     API_KEY,
     KEY_1,
     KEY_2,
+    client_for,
     encryption_keys_fixture,
     make_credential,
 )
@@ -130,8 +131,6 @@ def test_the_runtime_gets_a_clear_error_not_a_key_when_decryption_fails(runtime:
 
 
 def test_the_provider_test_of_an_undecryptable_key_answers_ok_false_and_calls_nobody(user):
-    from tests.test_credentials_support import client_for
-
     credential = make_credential(user)
     Credential.objects.filter(id=credential.id).update(key_id="k7")
     response = client_for(user).post(f"/ai/model-credentials/{credential.id}/test")
