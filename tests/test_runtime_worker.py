@@ -1,0 +1,428 @@
+"""The reference runtime's parts without the server: pricing, prompts, the stand-in
+model and the model client over real HTTP, and a job's life against a scripted
+internal API (every runtime error code it reports, its resilience)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from ai_jobs import output_schemas
+from runtime_worker import pricing, prompts, redact
+from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, Job
+from runtime_worker.config import RuntimeConfig
+from runtime_worker.model import ModelClient, ModelError, parse_json_output
+from runtime_worker.runner import JobRun, Runtime
+from tests import runtime_fixtures
+from tests.conftest import ALL_TYPES
+from tests.runtime_fixtures import free_port, wait_for
+
+standin = runtime_fixtures.standin
+_no_leftover_faults = runtime_fixtures._no_leftover_faults
+
+SECRET = "sk-unit-secret-key-0123456789"
+SNAPSHOT_DATA = {
+    "learner": {"userId": "7", "username": "ada"},
+    "target": {"type": "knowledge_base", "id": "kb_1"},
+    "knowledgePoints": [
+        {"id": "kp_1", "name": "Fractions", "mastery": {"attemptCount": 5, "correctCount": 1}},
+        {"id": "kp_2", "name": "Decimals", "mastery": {"attemptCount": 4, "correctCount": 4}},
+    ],
+    "recentAttempts": [{"knowledgePointId": "kp_1", "isCorrect": False}],
+}
+
+
+# --- pricing --------------------------------------------------------------------------------
+
+
+def test_cost_prices_cache_hits_misses_and_output_separately():
+    usage = pricing.Usage.from_api(
+        {
+            "prompt_tokens": 1000,
+            "completion_tokens": 500,
+            "total_tokens": 1500,
+            "prompt_cache_hit_tokens": 600,
+            "prompt_cache_miss_tokens": 400,
+        }
+    )
+    # (600 x 0.028 + 400 x 0.28 + 500 x 0.42) USD per million tokens, in cents
+    assert pricing.cost_cents("deepseek-chat", usage) == Decimal("0.0339")
+    assert usage.wire() == {"promptTokens": 1000, "completionTokens": 500, "totalTokens": 1500}
+
+
+def test_a_prompt_without_a_cache_split_is_priced_as_all_misses_and_an_unknown_model_as_deepseek_chat():
+    usage = pricing.Usage.from_api({"prompt_tokens": 1_000_000, "completion_tokens": 0})
+    assert (usage.cache_hit_tokens, usage.cache_miss_tokens, usage.total_tokens) == (0, 1_000_000, 1_000_000)
+    assert pricing.cost_cents("some-new-model", usage) == pricing.cost_cents("deepseek-chat", usage) == Decimal("28")
+    cached = pricing.Usage.from_api({"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 64}})
+    assert (cached.cache_hit_tokens, cached.cache_miss_tokens) == (64, 36)
+
+
+# --- prompts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job_type", ALL_TYPES)
+def test_every_job_type_has_a_v1_prompt_with_its_schema_and_the_snapshot(job_type):
+    prompt = prompts.render(
+        job_type=job_type,
+        prompt_version="v1",
+        output_schema_version="v1",
+        target_type="knowledge_base",
+        target_id="kb_1",
+        snapshot=SNAPSHOT_DATA,
+        params={"questionCount": 7, "cardCount": 9},
+    )
+    assert json.dumps(output_schemas.schema(job_type, "v1"), sort_keys=True) in prompt.system
+    assert "json" in prompt.system.lower()  # DeepSeek's JSON mode requires the word
+    assert '"Fractions"' in prompt.user and f"Job type: {job_type}" in prompt.user
+    assert "$" not in prompt.user
+    if job_type == "quiz_generation":
+        assert "Write 7 quiz questions" in prompt.user
+    if job_type == "flashcard_generation":
+        assert "Write 9 flashcards" in prompt.user
+    assert [m["role"] for m in prompt.messages()] == ["system", "user"]
+
+
+def test_a_prompt_version_without_templates_or_a_path_outside_them_is_unknown():
+    assert sorted(prompts.job_types()) == sorted(ALL_TYPES)
+    with pytest.raises(prompts.UnknownPrompt):
+        prompts.check("learning_state_analysis", "v999", "v1")
+    with pytest.raises(prompts.UnknownPrompt):
+        prompts.check("../v1/learning_state_analysis", "v1", "v1")
+    with pytest.raises(output_schemas.UnknownSchema):
+        prompts.check("learning_state_analysis", "v1", "v999")
+
+
+# --- the stand-in and the model client over HTTP ---------------------------------------------
+
+
+def _credential(base_url: str, key: str = SECRET) -> Credential:
+    return Credential("platform_key", "deepseek", base_url, "deepseek-chat", key)
+
+
+def _prompt(job_type: str = "learning_state_analysis", **params: Any) -> prompts.Prompt:
+    return prompts.render(
+        job_type=job_type,
+        prompt_version="v1",
+        output_schema_version="v1",
+        target_type="knowledge_base",
+        target_id="kb_1",
+        snapshot=SNAPSHOT_DATA,
+        params=params,
+    )
+
+
+@pytest.mark.parametrize("job_type", ALL_TYPES)
+def test_the_standin_answers_each_job_type_with_a_schema_valid_output_from_the_snapshot(standin, job_type):
+    call = ModelClient().complete_json(
+        _credential(standin.base_url), _prompt(job_type, questionCount=3), model_name="deepseek-chat", timeout=10
+    )
+    output = parse_json_output(call.content)
+    assert output_schemas.validation_errors(job_type, "v1", output) == []
+    assert call.http_status == 200 and call.request_id and call.usage.prompt_tokens > 0
+    assert "Fractions" in call.content  # derived from the snapshot, not canned
+    if job_type == "weak_point_analysis":
+        assert output["weakPoints"][0]["knowledgePointId"] == "kp_1"  # the weakest first
+    if job_type == "quiz_generation":
+        assert len(output["questions"]) == 3
+
+
+def test_the_standin_lists_models_reports_cache_hits_and_wants_a_key(standin):
+    client = ModelClient()
+    assert client.models(_credential(standin.base_url)) == ["deepseek-chat", "deepseek-reasoner"]
+    first = client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=10)
+    again = client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=10)
+    assert again.usage.cache_hit_tokens > 0 and again.usage.cache_hit_tokens % 64 == 0
+    assert again.usage.cache_hit_tokens + again.usage.cache_miss_tokens == first.usage.prompt_tokens
+    with pytest.raises(ModelError) as refused:
+        client.complete_json(_credential(standin.base_url, key=""), _prompt(), model_name="deepseek-chat", timeout=10)
+    assert refused.value.code.code == "CREDENTIAL_RESOLVE_FAILED"
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [
+        ({"status": 429}, "MODEL_RATE_LIMIT"),
+        ({"status": 500}, "MODEL_TIMEOUT"),
+        ({"status": 503}, "MODEL_TIMEOUT"),
+        ({"delay": 2.0}, "MODEL_TIMEOUT"),
+        ({"drop": True}, "MODEL_NETWORK_ERROR"),
+        ({"status": 400}, "MODEL_RESPONSE_INVALID"),
+    ],
+)
+def test_model_failures_map_to_the_runtime_codes_of_seed_002(standin, fault, code):
+    standin.model.add_faults([fault])
+    with pytest.raises(ModelError) as failed:
+        ModelClient().complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=0.5)
+    assert failed.value.code.code == code
+    assert failed.value.call is not None and failed.value.call.error_code == code
+
+
+def test_a_model_nobody_listens_for_is_a_network_error():
+    with pytest.raises(ModelError) as failed:
+        ModelClient().complete_json(
+            _credential(f"http://127.0.0.1:{free_port()}"), _prompt(), model_name="deepseek-chat", timeout=1
+        )
+    assert failed.value.code.code == "MODEL_NETWORK_ERROR"
+
+
+def test_output_that_is_not_json_fails_to_parse_and_a_fenced_one_is_accepted(standin):
+    standin.model.add_faults([{"badJson": True}])
+    call = ModelClient().complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=5)
+    with pytest.raises(ModelError) as failed:
+        parse_json_output(call.content)
+    assert failed.value.code.code == "MODEL_JSON_PARSE_FAILED"
+    with pytest.raises(ModelError):
+        parse_json_output("   ")
+    assert parse_json_output('```json\n{"a": 1}\n```') == {"a": 1}
+
+
+def test_the_standin_takes_faults_by_marker_and_only_for_matching_prompts(standin):
+    client = ModelClient()
+    standin.model.add_faults([{"status": 429, "match": "only-this-one"}])
+    assert client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=5)
+    with pytest.raises(ModelError) as marked:
+        client.complete_json(
+            _credential(standin.base_url), _prompt(note="[standin:502]"), model_name="deepseek-chat", timeout=5
+        )
+    assert marked.value.code.code == "MODEL_TIMEOUT"
+    with pytest.raises(ModelError) as matched:
+        client.complete_json(
+            _credential(standin.base_url), _prompt(note="only-this-one"), model_name="deepseek-chat", timeout=5
+        )
+    assert matched.value.code.code == "MODEL_RATE_LIMIT"
+
+
+# --- a job against a scripted internal API -----------------------------------------------------
+
+
+class ScriptedApi:
+    """The internal API's calls, answered from a script; ``raises[name]`` lists
+    exceptions a call raises, in order, before it answers normally."""
+
+    def __init__(self, base_url: str, *, jobs: list[Job] | None = None) -> None:
+        self.jobs = list(jobs or [])
+        self.snapshot_body: dict[str, Any] = {
+            "schemaVersion": "v1",
+            "targetType": "knowledge_base",
+            "targetId": "kb_1",
+            "data": SNAPSHOT_DATA,
+        }
+        self.credential_body = _credential(base_url)
+        self.cancel_requested = False
+        self.raises: dict[str, list[Exception]] = defaultdict(list)
+        self.sent: dict[str, list[Any]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def _call(self, name: str, payload: Any = None) -> None:
+        with self._lock:
+            self.sent[name].append(payload)
+            if self.raises[name]:
+                raise self.raises[name].pop(0)
+
+    def claim(self, capabilities: list[str], limit: int) -> list[Job]:
+        self._call("claim")
+        with self._lock:
+            taken, self.jobs = self.jobs[:limit], self.jobs[limit:]
+        return taken
+
+    def heartbeat(self, job_id: str) -> Beat:
+        self._call("heartbeat", job_id)
+        return Beat(lock_until_ms=0, cancel_requested=self.cancel_requested)
+
+    def snapshot(self, job_id: str) -> dict[str, Any]:
+        self._call("snapshot", job_id)
+        return self.snapshot_body
+
+    def credential(self, job_id: str) -> Credential:
+        self._call("credential", job_id)
+        return self.credential_body
+
+    def result(self, job_id: str, **body: Any) -> dict[str, Any]:
+        self._call("result", body)
+        return {"jobId": job_id, "status": "succeeded", "duplicate": False}
+
+    def fail(self, job_id: str, **body: Any) -> dict[str, Any]:
+        self._call("fail", body)
+        return {"jobId": job_id, "status": "failed"}
+
+    def invocation_logs(self, job_id: str, logs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._call("invocation_logs", logs)
+        return {"accepted": len(logs)}
+
+
+def _job(job_type: str = "learning_state_analysis", **fields: Any) -> Job:
+    values: dict[str, Any] = {
+        "job_id": "job_unit",
+        "job_type": job_type,
+        "target_type": "knowledge_base",
+        "target_id": "kb_1",
+        "attempt_no": 1,
+        "timeout_seconds": 30,
+        "prompt_version": "v1",
+        "output_schema_version": "v1",
+        "model_name": "deepseek-chat",
+        "model_provider": "deepseek",
+        "lock_until_ms": None,
+        "params": {},
+    }
+    values.update(fields)
+    return Job(**values)
+
+
+def _runtime(api: ScriptedApi, **overrides: Any) -> Runtime:
+    config = RuntimeConfig(
+        api_url="http://unused",
+        token="t",
+        instance_id="rt-unit",
+        heartbeat_seconds=0.05,
+        poll_interval_ms=20,
+        grace_seconds=0.2,
+        final_report_seconds=2,
+        submit_retry_seconds=5,
+        **overrides,
+    )
+    return Runtime(config, api=api)  # type: ignore[arg-type]
+
+
+def run_one(api: ScriptedApi, job: Job) -> str:
+    runtime = _runtime(api)
+    run = JobRun(runtime, job)
+    runtime._active[job.job_id] = run
+    run.run()
+    [outcome] = runtime.stats
+    return outcome
+
+
+def test_a_job_runs_end_to_end_and_reports_usage_cost_and_its_invocation_log(standin):
+    api = ScriptedApi(standin.base_url)
+    assert run_one(api, _job()) == "succeeded"
+    [result] = api.sent["result"]
+    assert result["attempt_no"] == 1 and result["output_schema_version"] == "v1"
+    assert output_schemas.validation_errors("learning_state_analysis", "v1", result["output"]) == []
+    assert result["usage"]["promptTokens"] > 0 and result["cost_cents"] > 0
+    [[log]] = api.sent["invocation_logs"]
+    assert log["httpStatus"] == 200 and log["errorCode"] is None and log["requestId"].startswith("chatcmpl-")
+    assert api.sent["heartbeat"] == ["job_unit"] and not api.sent["fail"]
+
+
+def test_a_result_in_hand_is_held_and_retried_while_the_api_is_unreachable(standin):
+    api = ScriptedApi(standin.base_url)
+    api.raises["result"] = [ApiUnavailable("connection refused"), ApiUnavailable("HTTP 503 from result")]
+    assert run_one(api, _job()) == "succeeded"
+    assert len(api.sent["result"]) == 3 and len({json.dumps(r, default=str) for r in api.sent["result"]}) == 1
+    assert not api.sent["fail"]
+
+
+def test_a_result_refused_because_the_lease_was_lost_is_dropped_quietly(standin):
+    api = ScriptedApi(standin.base_url)
+    api.raises["result"] = [ApiError(409, "JOB_NOT_ACTIVE", "the lease lapsed")]
+    assert run_one(api, _job()) == "abandoned"
+    assert not api.sent["fail"] and api.sent["invocation_logs"]
+
+
+def test_a_snapshot_the_api_cannot_serve_is_snapshot_fetch_failed(standin):
+    api = ScriptedApi(standin.base_url)
+    api.raises["snapshot"] = [ApiUnavailable("HTTP 502")] * 4
+    assert run_one(api, _job()) == "failed:SNAPSHOT_FETCH_FAILED"
+    api = ScriptedApi(standin.base_url)
+    api.raises["snapshot"] = [ApiError(404, "SNAPSHOT_NOT_FOUND", "gone")]
+    assert run_one(api, _job()) == "failed:SNAPSHOT_FETCH_FAILED"
+    assert not api.sent["invocation_logs"]  # no model call was made
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {"schemaVersion": "v99", "data": {}},
+        {"schemaVersion": "v1", "data": "not an object"},
+        {"schemaVersion": "v1", "targetType": "knowledge_base", "targetId": "kb_other", "data": {}},
+    ],
+)
+def test_a_snapshot_this_runtime_cannot_read_is_invalid_snapshot(standin, snapshot):
+    api = ScriptedApi(standin.base_url)
+    api.snapshot_body = snapshot
+    assert run_one(api, _job()) == "failed:INVALID_SNAPSHOT"
+
+
+def test_a_credential_that_does_not_resolve_is_credential_resolve_failed(standin):
+    api = ScriptedApi(standin.base_url)
+    api.raises["credential"] = [ApiError(404, "CREDENTIAL_NOT_FOUND", "deleted")]
+    assert run_one(api, _job()) == "failed:CREDENTIAL_RESOLVE_FAILED"
+    api = ScriptedApi(standin.base_url)
+    api.credential_body = _credential("")
+    assert run_one(api, _job()) == "failed:CREDENTIAL_RESOLVE_FAILED"
+
+
+def test_a_job_type_without_a_prompt_is_unsupported(standin):
+    api = ScriptedApi(standin.base_url)
+    assert run_one(api, _job(prompt_version="v999")) == "failed:UNSUPPORTED_JOB_TYPE"
+    assert run_one(api, _job(job_type="poem_generation")) == "failed:UNSUPPORTED_JOB_TYPE"
+    assert not api.sent["snapshot"]
+
+
+def test_a_cancel_seen_on_the_first_heartbeat_stops_before_the_model(standin):
+    api = ScriptedApi(standin.base_url)
+    api.cancel_requested = True
+    assert run_one(api, _job()) == "failed:JOB_CANCELLED"
+    assert api.sent["fail"][0]["error_code"] == "JOB_CANCELLED" and not api.sent["snapshot"]
+
+
+def test_output_that_misses_the_schema_is_model_response_invalid(standin):
+    standin.model.add_faults([{"invalidOutput": True}])
+    api = ScriptedApi(standin.base_url)
+    assert run_one(api, _job()) == "failed:MODEL_RESPONSE_INVALID"
+    assert "summary" in api.sent["fail"][0]["error_message"]  # names what is missing
+    assert api.sent["invocation_logs"][0][0]["errorCode"] == "MODEL_RESPONSE_INVALID"
+
+
+def test_the_runtime_backs_off_while_the_api_is_down_then_claims(standin):
+    api = ScriptedApi(standin.base_url, jobs=[_job()])
+    api.raises["claim"] = [ApiUnavailable("connection refused")] * 3
+    runtime = _runtime(api)
+    runtime.start()
+    try:
+        wait_for(lambda: runtime.stats["succeeded"] == 1, timeout=30, what="the job")
+    finally:
+        runtime.stop(timeout=10)
+    assert len(api.sent["claim"]) >= 4
+
+
+def test_shutdown_lets_jobs_run_for_the_grace_period_then_reports_them_retryable(standin):
+    standin.model.add_faults([{"delay": 30, "times": None}])
+    api = ScriptedApi(standin.base_url, jobs=[_job(job_id="job_a"), _job(job_id="job_b")])
+    runtime = _runtime(api)
+    runtime.start()
+    wait_for(lambda: standin.model.snapshot_stats()["requests"] == 2, what="both model calls")
+    runtime.stop(timeout=15)
+    assert not runtime._thread.is_alive() and runtime.active_jobs() == []
+    codes = sorted(f["error_code"] for f in api.sent["fail"])
+    assert codes == ["MODEL_TIMEOUT", "MODEL_TIMEOUT"]
+    assert "shut down" in api.sent["fail"][0]["error_message"]
+    assert runtime.stats["failed:MODEL_TIMEOUT"] == 2 and len(api.sent["claim"]) >= 1
+
+
+# --- keys stay out of logs ------------------------------------------------------------------------
+
+
+def test_keys_are_masked_in_log_records_and_error_messages(caplog):
+    redact.register_secret("my-very-private-user-key")
+    handler = logging.Handler()
+    records: list[str] = []
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    handler.addFilter(redact.RedactingFilter())
+    log = logging.getLogger("runtime_worker.test_redact")
+    log.addHandler(handler)
+    try:
+        log.warning("calling with %s and %s", "my-very-private-user-key", "sk-abcdef1234567890")
+    finally:
+        log.removeHandler(handler)
+    assert records == ["calling with **** and sk-****"]
+    assert redact.redact("Bearer sk-live-0123456789abc") == "Bearer sk-****"
+    assert "0123456789" not in repr(_credential("http://x", key="sk-live-0123456789abc"))
