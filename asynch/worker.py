@@ -22,20 +22,19 @@ import datetime as dt
 import json
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import requests
 from django.conf import settings
 from django.core.cache import cache
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
 from asynch import crypto, transitions
@@ -274,11 +273,6 @@ def _store(result: ResultFile, task: AsynchTask) -> str:
     raise AssertionError("unreachable")
 
 
-@lru_cache(maxsize=1)
-def _pool(size: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="asynch-call")
-
-
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -297,46 +291,77 @@ def tasks_drain(*, budget_seconds: float | None = None) -> Counter[str]:
     return totals
 
 
+def _call_thread(inbox: queue.Queue[Claimed | None], outbox: queue.Queue[tuple[Claimed, str]]) -> None:
+    """One of the drain's call threads: it keeps its database connection for the
+    drain's life and closes it when the drain ends."""
+    try:
+        while (item := inbox.get()) is not None:
+            try:
+                outcome = task_execute(item)
+            except BaseException:
+                logger.exception("asynch: a call thread failed")
+                outcome = "error"
+            outbox.put((item, outcome))
+    finally:
+        connections.close_all()
+
+
 def _drain(totals: Counter[str], budget_seconds: float) -> None:
     me = worker_id()
     size = max(1, settings.ASYNCH_WORKER_CONCURRENCY)
-    pool = _pool(size)
     lease = settings.ASYNCH_LEASE_SECONDS
     beat_every = max(0.2, lease / 3)
     poll = max(0.05, settings.ASYNCH_WORKER_POLL_INTERVAL)
     deadline = time.monotonic() + budget_seconds
-    running: dict[Future[str], Claimed] = {}
+    inbox: queue.Queue[Claimed | None] = queue.Queue()
+    outbox: queue.Queue[tuple[Claimed, str]] = queue.Queue()
+    threads: list[threading.Thread] = []
+    running: dict[str, Claimed] = {}
     last_beat = time.monotonic()
     woke_another = False
     calls: dict[str, ModelCall] = {}
-    calls_read = 0.0
+    calls_read = float("-inf")
     out_of_time = False
-    while True:
-        free = size - len(running)
-        claimed: list[Claimed] = []
-        out_of_time = time.monotonic() >= deadline
-        if free > 0 and not out_of_time:
-            if time.monotonic() - calls_read > poll:  # configs change rarely: read once per poll
-                calls, calls_read = _model_calls(), time.monotonic()
-            claimed = tasks_claim(calls=calls, limit=min(free, settings.ASYNCH_WORKER_BATCH_SIZE), worker_id=me)
-            for item in claimed:
-                running[pool.submit(task_execute, item)] = item
-            totals["claimed"] += len(claimed)
-            if claimed and len(claimed) == free and not woke_another:
-                worker_kick()  # every thread is busy and more may wait: let another process join
-                woke_another = True
-        if not running:
-            break
-        done, _ = wait(list(running), timeout=poll if len(running) < size else beat_every, return_when=FIRST_COMPLETED)
-        for future in done:
-            running.pop(future)
+    try:
+        while True:
+            free = size - len(running)
+            claimed: list[Claimed] = []
+            out_of_time = time.monotonic() >= deadline
+            if free > 0 and not out_of_time:
+                if time.monotonic() - calls_read > poll:  # configs change rarely: read once per poll
+                    calls, calls_read = _model_calls(), time.monotonic()
+                claimed = tasks_claim(calls=calls, limit=min(free, settings.ASYNCH_WORKER_BATCH_SIZE), worker_id=me)
+                for item in claimed:
+                    if len(threads) < size:
+                        thread = threading.Thread(target=_call_thread, args=(inbox, outbox), daemon=True)
+                        thread.start()
+                        threads.append(thread)
+                    running[item.task.id] = item
+                    inbox.put(item)
+                totals["claimed"] += len(claimed)
+                if claimed and len(claimed) == free and not woke_another:
+                    worker_kick()  # every thread is busy and more may wait: let another process join
+                    woke_another = True
+            if not running:
+                break
             try:
-                totals[future.result()] += 1
-            except Exception:
-                logger.exception("asynch: a call thread failed")
-        if time.monotonic() - last_beat >= beat_every and running:
-            _renew(list(running.values()), me, lease)
-            last_beat = time.monotonic()
+                item, outcome = outbox.get(timeout=poll if len(running) < size else beat_every)
+                running.pop(item.task.id, None)
+                totals[outcome] += 1
+                while True:  # collect every other call that finished meanwhile
+                    item, outcome = outbox.get_nowait()
+                    running.pop(item.task.id, None)
+                    totals[outcome] += 1
+            except queue.Empty:
+                pass
+            if time.monotonic() - last_beat >= beat_every and running:
+                _renew(list(running.values()), me, lease)
+                last_beat = time.monotonic()
+    finally:
+        for _ in threads:
+            inbox.put(None)
+        for thread in threads:
+            thread.join()
     if out_of_time:
         worker_kick()
 

@@ -103,8 +103,8 @@ def _handler_for(model_server: ModelServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def model_server() -> Iterator[ModelServer]:
+@pytest.fixture(name="model_server")
+def model_server_fixture() -> Iterator[ModelServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     server.daemon_threads = True
     model_server = ModelServer(server=server)
