@@ -159,10 +159,10 @@ def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
 
 
 def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str) -> list[AiRuntimeJob]:
-    with transaction.atomic():
-        return transitions.claim(
-            job_types=job_types, limit=min(limit, 50), instance_id=instance_id, now=timezone.now(), lease=_lease()
-        )
+    # One statement, atomic on its own: picking and locking happen together.
+    return transitions.claim(
+        job_types=job_types, limit=min(limit, 50), instance_id=instance_id, now=timezone.now(), lease=_lease()
+    )
 
 
 def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:

@@ -41,9 +41,40 @@ def _adapt(value: Any) -> Any:
     return value
 
 
+_FIELDS = AiRuntimeJob._meta.concrete_fields
+_ATTNAMES = [field.attname for field in _FIELDS]
+_COLUMNS = ", ".join(field.column for field in _FIELDS)
+_CONVERTERS: dict[str, list[tuple[int, list[Any], Any]]] = {}
+
+
+def _converters() -> list[tuple[int, list[Any], Any]]:
+    """The database's value converters for each column, as the ORM would apply
+    them (datetimes and JSON from text on SQLite), computed once per backend."""
+    vendor = connection.vendor
+    if vendor not in _CONVERTERS:
+        found = []
+        for index, field in enumerate(_FIELDS):
+            column = field.get_col(TABLE)
+            functions = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if functions:
+                found.append((index, functions, column))
+        _CONVERTERS[vendor] = found
+    return _CONVERTERS[vendor]
+
+
 def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
-    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs."""
-    return list(AiRuntimeJob.objects.raw(sql, tuple(params)))
+    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs,
+    without the ORM's per-query column introspection (this is the hot path)."""
+    rows = _rows(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}"), params)
+    converters = _converters()
+    jobs = []
+    for row in rows:
+        values = list(row)
+        for index, functions, column in converters:
+            for function in functions:
+                values[index] = function(values[index], column, connection)
+        jobs.append(AiRuntimeJob.from_db(connection.alias, _ATTNAMES, values))
+    return jobs
 
 
 def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

@@ -35,6 +35,10 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return int(count), _PERIODS[period.strip().lower()]
 
 
+def clock() -> float:
+    return time.time()
+
+
 class FixedWindowThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""
@@ -47,7 +51,7 @@ class FixedWindowThrottle(BaseThrottle):
         if ident is None:
             return True
         limit, period = parse_rate(getattr(settings, self.rate_setting))
-        now = time.time()
+        now = clock()
         window = int(now // period)
         key = f"throttle:{self.scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
         cache.add(key, 0, timeout=period + 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -47,8 +48,26 @@ class JobsSerializer(serializers.Serializer):
     jobs = JobSerializer(many=True)
 
 
+@cache
+def shared(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """One reusable instance per serializer class. DRF deep-copies every declared
+    field each time a serializer is built; the runtime API's hot paths validate and
+    render with a bound instance instead (validation and rendering keep no state
+    on the instance)."""
+    return serializer_class()
+
+
+def render(serializer_class: type[serializers.Serializer], instance: Any) -> dict[str, Any]:
+    return shared(serializer_class).to_representation(instance)
+
+
+def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """Validated data, or a ValidationError the exception handler renders."""
+    return shared(serializer_class).run_validation(data)
+
+
 def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:
-    return {"jobs": JobSerializer(jobs, many=True).data}
+    return {"jobs": [render(JobSerializer, job) for job in jobs]}
 
 
 class PollSerializer(serializers.Serializer):

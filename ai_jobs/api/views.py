@@ -21,9 +21,7 @@ INSTANCE_OPTIONAL = OpenApiParameter(INSTANCE_HEADER, str, OpenApiParameter.HEAD
 
 
 def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    return s.parse(serializer_class, request.data)
 
 
 class InternalView(APIView):
@@ -55,7 +53,7 @@ class ClaimView(InternalView):
 class LockView(InternalView):
     def post(self, request: Request, job_id: str) -> Response:
         job = services.job_lock(job_id=job_id, instance_id=instance_id_of(request))
-        return Response(s.LockSerializer(job).data)
+        return Response(s.render(s.LockSerializer, job))
 
 
 @extend_schema(
@@ -77,7 +75,7 @@ class HeartbeatView(InternalView):
 class SnapshotView(InternalView):
     def get(self, request: Request, job_id: str) -> Response:
         snapshot = services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request))
-        return Response({"jobId": job_id, **s.SnapshotSerializer(snapshot).data})
+        return Response({"jobId": job_id, **s.render(s.SnapshotSerializer, snapshot)})
 
 
 @extend_schema(
@@ -86,7 +84,7 @@ class SnapshotView(InternalView):
 class CredentialView(InternalView):
     def post(self, request: Request, job_id: str) -> Response:
         credential = services.job_credential(job_id=job_id, instance_id=instance_id_of(request))
-        response = Response(s.CredentialSerializer(credential).data)
+        response = Response(s.render(s.CredentialSerializer, credential))
         response["Cache-Control"] = "no-store"
         return response
 
@@ -107,7 +105,7 @@ class ResultView(InternalView):
             usage=data.get("usage") or {},
             cost_cents=data["costCents"],
         )
-        return Response(s.ResultOutSerializer(submitted).data)
+        return Response(s.render(s.ResultOutSerializer, submitted))
 
 
 @extend_schema(
@@ -124,7 +122,7 @@ class FailView(InternalView):
             error_code=data["errorCode"],
             error_message=data["errorMessage"],
         )
-        return Response(s.FailOutSerializer(outcome).data)
+        return Response(s.render(s.FailOutSerializer, outcome))
 
 
 @extend_schema(

@@ -1,0 +1,252 @@
+"""The job lifecycle — claim, heartbeat, result — in jobs per second:
+
+1. raw SQL through psycopg: the same statements with nothing on top (the floor);
+2. the service layer (ai_jobs.services) in-process, without HTTP;
+3. the internal HTTP API through gunicorn, with several runtime threads;
+
+then the latency of one claim with 10,000 and with 1,000,000 pending rows.
+
+    .venv/bin/python bench/bench_lifecycle.py [--jobs 3000] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import psycopg
+import requests
+
+from bench._common import BENCH_DB_URL, RUNTIME_TOKEN, fresh_database, gunicorn, report, setup_django
+
+OUTPUT = {
+    "summary": "ok",
+    "masteryScore": 50,
+    "level": "developing",
+    "strengths": [],
+    "weaknesses": [],
+    "confidence": 0.5,
+}
+COLUMNS = (
+    "id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, model_provider, model_name, "
+    "prompt_version, output_schema_version, attempt_no, params, cancel_requested, retry_count, max_retry_count, "
+    "timeout_seconds, available_at, created_at, updated_at"
+)
+
+
+def insert_pending(conn: psycopg.Connection, user_id: int, count: int, prefix: str) -> None:
+    conn.execute(
+        f"INSERT INTO ai_runtime_job ({COLUMNS}) SELECT %s || lpad(i::text, 9, '0'), %s, 'learning_state_analysis', "
+        "'user', %s, 'pending', 0, 'platform_key', 'deepseek', 'deepseek-chat', 'v1', 'v1', 0, '{}'::jsonb, false, "
+        "0, 3, 120, now() - interval '1 minute', now() - interval '1 minute' + i * interval '1 microsecond', now() "
+        "FROM generate_series(1, %s) AS i",
+        (prefix, user_id, str(user_id), count),
+    )
+    conn.commit()
+
+
+def run_threads(threads: int, worker: Callable[[int], int]) -> float:
+    """Run ``worker`` on ``threads`` threads until each returns; jobs per second."""
+    done = [0] * threads
+    barrier = threading.Barrier(threads + 1)
+
+    def target(i: int) -> None:
+        barrier.wait()
+        done[i] = worker(i)
+
+    pool = [threading.Thread(target=target, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+# --- 1. raw SQL -------------------------------------------------------------------------------
+
+RAW_CLAIM = (
+    "WITH picked AS MATERIALIZED (SELECT id FROM ai_runtime_job WHERE status = 'pending' AND available_at <= now() "
+    "AND job_type = ANY(%s) ORDER BY priority, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    "UPDATE ai_runtime_job SET status = 'locked', locked_by = %s, locked_at = now(), "
+    "lock_until = now() + interval '60 seconds', attempt_no = attempt_no + 1, updated_at = now() "
+    "WHERE id IN (SELECT id FROM picked) RETURNING id, attempt_no"
+)
+RAW_HEARTBEAT = (
+    "UPDATE ai_runtime_job SET lock_until = now() + interval '60 seconds', status = 'running', updated_at = now() "
+    "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s RETURNING cancel_requested"
+)
+RAW_SUCCEED = (
+    "UPDATE ai_runtime_job SET status = 'succeeded', finished_at = now(), lock_until = NULL, updated_at = now() "
+    "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s AND attempt_no = %s RETURNING job_type"
+)
+RAW_RESULT = (
+    "INSERT INTO ai_runtime_result (id, job_id, attempt_no, idempotency_key, output_hash, output_schema_version, "
+    "output, prompt_tokens, completion_tokens, total_tokens, cost_cents, runtime_instance_id, created_at) "
+    "VALUES (%s, %s, %s, %s, 'h', 'v1', %s, 10, 10, 20, 0, %s, now())"
+)
+
+
+def raw_sql_lifecycle(threads: int) -> float:
+    def worker(i: int) -> int:
+        me = f"raw-{i}"
+        count = 0
+        # The fewest round trips the lifecycle can take: claim and heartbeat are one
+        # statement each in autocommit, the result two statements in one transaction.
+        with psycopg.connect(BENCH_DB_URL, autocommit=True) as conn:
+            while True:
+                row = conn.execute(RAW_CLAIM, (["learning_state_analysis"], me)).fetchone()
+                if row is None:
+                    return count
+                job_id, attempt = row
+                conn.execute(RAW_HEARTBEAT, (job_id, me)).fetchone()
+                with conn.transaction():
+                    conn.execute(RAW_SUCCEED, (job_id, me, attempt)).fetchone()
+                    conn.execute(
+                        RAW_RESULT, (uuid.uuid4().hex, job_id, attempt, f"{job_id}:{attempt}:h", json.dumps(OUTPUT), me)
+                    )
+                count += 1
+
+    return run_threads(threads, worker)
+
+
+# --- 2. services ---------------------------------------------------------------------------------
+
+
+def service_lifecycle(threads: int) -> float:
+    from decimal import Decimal
+
+    from django.db import connection
+
+    from ai_jobs import services
+
+    def worker(i: int) -> int:
+        me = f"svc-{i}"
+        count = 0
+        try:
+            while True:
+                jobs = services.job_claim(job_types=["learning_state_analysis"], limit=1, instance_id=me)
+                if not jobs:
+                    return count
+                job = jobs[0]
+                services.job_heartbeat(job_id=job.id, instance_id=me)
+                services.result_submit(
+                    job_id=job.id, instance_id=me, attempt_no=job.attempt_no, output_schema_version="v1",
+                    output=OUTPUT, usage={"promptTokens": 10, "completionTokens": 10}, cost_cents=Decimal("0.01"),
+                )  # fmt: skip
+                count += 1
+        finally:
+            connection.close()
+
+    return run_threads(threads, worker)
+
+
+# --- 3. HTTP ---------------------------------------------------------------------------------------
+
+
+def http_lifecycle(base_url: str, threads: int) -> float:
+    def worker(i: int) -> int:
+        me = f"http-{i}"
+        session = requests.Session()
+        session.headers.update({"Authorization": f"Bearer {RUNTIME_TOKEN}", "x-runtime-instance-id": me})
+        api = f"{base_url}/internal/runtime/jobs"
+        count = 0
+        while True:
+            response = session.post(f"{api}/claim", json={"capabilities": ["learning_state_analysis"], "limit": 1})
+            response.raise_for_status()
+            jobs = response.json()["jobs"]
+            if not jobs:
+                return count
+            job = jobs[0]
+            session.post(f"{api}/{job['jobId']}/heartbeat", json={}).raise_for_status()
+            body = {
+                "attemptNo": job["attemptNo"],
+                "output": OUTPUT,
+                "usage": {"promptTokens": 10, "completionTokens": 10},
+            }
+            session.post(f"{api}/{job['jobId']}/result", json=body).raise_for_status()
+            count += 1
+
+    return run_threads(threads, worker)
+
+
+# --- 4. claim latency ----------------------------------------------------------------------------------
+
+
+def claim_latency_ms(samples: int) -> tuple[float, float]:
+    from django.db import connection
+
+    from ai_jobs import services
+
+    timings = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        services.job_claim(job_types=["learning_state_analysis"], limit=10, instance_id="latency")
+        timings.append((time.perf_counter() - started) * 1000)
+    connection.close()
+    timings.sort()
+    return statistics.median(timings), timings[int(len(timings) * 0.95)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--big", type=int, default=1_000_000, help="rows for the large-table claim latency")
+    args = parser.parse_args()
+
+    fresh_database()
+    setup_django()
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user("bench")
+    conn = psycopg.connect(BENCH_DB_URL)
+
+    def reset() -> None:
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job CASCADE")
+        conn.commit()
+        insert_pending(conn, user.pk, args.jobs, "job_bench_")
+        conn.execute("VACUUM ANALYZE ai_runtime_job")
+
+    conn.autocommit = True
+    rows = []
+    reset()
+    rows.append(("raw SQL via psycopg (floor)", raw_sql_lifecycle(args.threads), "jobs/s"))
+    reset()
+    rows.append(("service layer, in-process", service_lifecycle(args.threads), "jobs/s"))
+    reset()
+    with gunicorn(workers=2, threads=4) as url:
+        requests.post(
+            f"{url}/internal/runtime/jobs/poll",
+            json={"capabilities": ["learning_state_analysis"]},
+            headers={"Authorization": f"Bearer {RUNTIME_TOKEN}"},
+        )
+        rows.append(
+            (f"HTTP API via gunicorn, {args.threads} runtime threads", http_lifecycle(url, args.threads), "jobs/s")
+        )
+    report(
+        f"Lifecycle claim + heartbeat + result, {args.jobs} jobs, {args.threads} threads",
+        rows,
+        "raw SQL via psycopg (floor)",
+    )
+
+    latency = []
+    for size in (10_000, args.big):
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job CASCADE")
+        insert_pending(conn, user.pk, size, "job_lat_")
+        conn.execute("VACUUM ANALYZE ai_runtime_job")
+        median, p95 = claim_latency_ms(200)
+        latency.append((f"claim of 10 with {size:,} pending rows (median)", median, "ms"))
+        latency.append((f"claim of 10 with {size:,} pending rows (p95)", p95, "ms"))
+    report("Claim latency", latency, "claim of 10 with 10,000 pending rows (median)")
+    conn.close()
+
+
+if __name__ == "__main__":
+    main()
