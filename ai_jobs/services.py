@@ -30,6 +30,7 @@ from ai_jobs.models import (
     ApiKeyMode,
     JobStatus,
 )
+from ai_jobs.records import result_persist
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 
@@ -277,6 +278,7 @@ def result_submit(
                 runtime_instance_id=instance_id,
                 created_at=now,
             )
+            result_persist(job=job, result=result)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
     existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
     if existing is None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import connection
 
-from ai_jobs.models import AiRuntimeJob
+from ai_jobs.models.jobs import AiRuntimeJob
 
 TABLE = AiRuntimeJob._meta.db_table
 ACTIVE_SQL = "status IN ('locked', 'running')"
