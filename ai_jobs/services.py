@@ -33,6 +33,7 @@ from ai_jobs.models import (
 from ai_jobs.records import result_persist
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
+from credentials.services import credential_resolve
 
 logger = logging.getLogger(__name__)
 
@@ -222,9 +223,8 @@ def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
     if not job.credential_id:
         raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "The job uses a user key but names no credential")
     # The credentials app decrypts the user's key: CREDENTIAL_NOT_FOUND when missing,
-    # deleted or another user's; an error (never a wrong key) when it does not decrypt.
-    from credentials.services import credential_resolve
-
+    # deleted or another user's; CREDENTIAL_RESOLVE_FAILED (never a wrong key) when it
+    # does not decrypt.
     user_key = credential_resolve(user_id=job.user_id, credential_id=job.credential_id)
     return ResolvedCredential(
         api_key_mode=job.api_key_mode,

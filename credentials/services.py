@@ -246,7 +246,7 @@ def credential_resolve(*, user_id: int | str, credential_id: str) -> UserKey:
         api_key = _clear_key(credential)
     except crypto.CredentialDecryptError as error:
         logger.error("credential resolve failed: %s", error)
-        raise DomainError(ErrorCode.INTERNAL_ERROR, f"{error}. The credential cannot be resolved.") from None
+        raise DomainError(ErrorCode.CREDENTIAL_RESOLVE_FAILED, f"{error}. The credential cannot be resolved.") from None
     return UserKey(provider=credential.provider, base_url=credential.effective_base_url, api_key=api_key)
 
 

@@ -101,7 +101,7 @@ def test_an_altered_stored_row_never_resolves_to_a_key(user, field):
     Credential.objects.filter(id=credential.id).update(**altered)
     with pytest.raises(DomainError, match="Cannot decrypt") as caught:
         services.credential_resolve(user_id=user.pk, credential_id=credential.id)
-    assert caught.value.code.code == "INTERNAL_ERROR" and API_KEY not in caught.value.message
+    assert caught.value.code.code == "CREDENTIAL_RESOLVE_FAILED" and API_KEY not in caught.value.message
 
 
 def test_a_ciphertext_moved_to_another_row_fails_even_for_the_same_user(user):
@@ -121,7 +121,7 @@ def test_the_runtime_gets_a_clear_error_not_a_key_when_decryption_fails(runtime:
     job = JobFactory(user=user, api_key_mode="user_deepseek_key", credential_id=credential.id)
     assert runtime.lock(job.id).status_code == 200
     response = runtime.post(f"jobs/{job.id}/credential")
-    assert response.status_code == 500 and error_code(response) == "INTERNAL_ERROR"
+    assert response.status_code == 500 and error_code(response) == "CREDENTIAL_RESOLVE_FAILED" and response.json()["error"]["retryable"] is False
     assert "Cannot decrypt credential" in response.json()["error"]["message"]
     assert "apiKey" not in response.content.decode() and API_KEY not in response.content.decode()
     assert any("credential resolve failed" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
