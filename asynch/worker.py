@@ -207,20 +207,17 @@ def _execute(task: AsynchTask, call: ModelCall) -> str:
         request["params"] = _query_params(payload)
     else:
         request["json"] = payload
+    # Seed 003 §1.3: real calls only, counted as they are sent, so a worker that dies
+    # mid-call has counted it too; storage retries never reach this line again.
+    stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
     response: requests.Response | None = None
     error_message = ""
-    reached = True
     try:
         response = _session().request(call.http_method, call.url, **request)
-    except requests.Timeout as error:
-        # A read timeout reached the service; a connect timeout did not.
-        reached = not isinstance(error, requests.ConnectionError)
+    except requests.Timeout:
         error_message = f"The model service did not answer within {call.timeout_seconds}s"
     except requests.RequestException as error:
-        reached = not isinstance(error, requests.ConnectionError)
         error_message = f"The model service could not be reached: {type(error).__name__}"
-    if reached:  # seed 003 §1.3: real calls only
-        stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
     now = timezone.now()
     if response is None or response.status_code >= 400:
         if response is not None:

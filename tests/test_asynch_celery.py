@@ -1,0 +1,188 @@
+"""model-asynch with real Celery worker processes (``celery -A config worker``
+subprocesses on the Redis broker of the test run, against the test database):
+many processes never run one task twice nor pass ``maxConcurrency``, and a worker
+killed with SIGKILL while holding a slot gives the slot back after its lease, its
+task retried."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from asynch import services, worker
+from asynch.models import AsynchModelStat, AsynchTask, TaskState
+from asynch.semaphore import get_semaphore, semaphore_key
+from tests.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _needs_postgres_and_redis(settings) -> None:
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("needs PostgreSQL and REDIS_URL (make test sets both)")
+    settings.ASYNCH_SEMAPHORE_REDIS_URL = settings.REDIS_URL
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class Workers:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, **env: str) -> subprocess.Popen[bytes]:
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": _database_url(),
+            "DB_CONN_MAX_AGE": "0",
+            "REDIS_URL": settings.REDIS_URL,
+            "CELERY_BROKER_URL": settings.REDIS_URL,
+            "VAR_DIR": str(self.tmp_path),
+            "ASYNCH_WORKER_CONCURRENCY": "4",
+            "ASYNCH_WORKER_POLL_INTERVAL": "0.1",
+            "LOG_LEVEL": "WARNING",
+            **env,
+        }
+        log = open(self.tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "--concurrency", "2",
+             "-n", f"{name}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.processes[name] = process
+        return process
+
+    def wait_ready(self, timeout: float = 40) -> None:
+        deadline = time.monotonic() + timeout
+        for name, process in self.processes.items():
+            while b" ready." not in (self.tmp_path / f"{name}.log").read_bytes():
+                assert process.poll() is None, (self.tmp_path / f"{name}.log").read_text()
+                assert time.monotonic() < deadline, f"worker {name} did not start"
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(tmp_path)
+    yield started
+    started.stop()
+
+
+def _kick(times: int = 1) -> None:
+    """Wake the workers the way createTask and beat do: an ``asynch.tasks.work`` message."""
+    app = Celery("asynch-test")
+    # The URL is passed explicitly: CELERY_BROKER_URL in the environment (memory://
+    # under make test) would win over a configured broker.
+    with app.connection_for_write(settings.REDIS_URL) as conn:
+        for _ in range(times):
+            app.send_task("asynch.tasks.work", connection=conn)
+    app.close()
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_two_worker_processes_run_200_tasks_each_once_never_above_max_concurrency(workers, model_server):
+    model_server.behaviour = lambda call, i: (200, {"n": call.json["n"]}, 0.02)
+    make_model(base_url=model_server.url, max_concurrency=3, queue_limit=0)
+    biz = tenant_client("biz")
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    ids = [biz.create_task("model-service", {"n": n}).json()["taskId"] for n in range(200)]
+    _kick(2)
+    _wait_for(
+        lambda: AsynchTask.objects.filter(id__in=ids, state=TaskState.SUCCEEDED).count() == 200,
+        timeout=60,
+        what="200 tasks to succeed",
+    )
+    seen = Counter(call.json["n"] for call in model_server.calls)
+    assert sorted(seen) == list(range(200)) and set(seen.values()) == {1}  # every task called exactly once
+    assert 2 <= model_server.max_in_flight <= 3
+    assert set(AsynchTask.objects.filter(id__in=ids).values_list("attempt_no", flat=True)) == {1}
+    processes = {locked_by.rsplit(":", 1)[0] for locked_by in AsynchTask.objects.values_list("locked_by", flat=True)}
+    assert len(processes) == 2, processes  # both worker processes claimed tasks
+    assert AsynchModelStat.objects.get().request_count == 200 == len(model_server.calls)
+    assert get_semaphore().holders(semaphore_key(biz.tenant.id, "model-service")) == 0
+
+
+def test_a_worker_killed_holding_a_slot_gives_it_back_after_its_lease_and_the_task_is_retried(
+    workers, model_server, settings
+):
+    lease = 1.5
+    settings.ASYNCH_LEASE_SECONDS = lease
+    called, release = threading.Event(), threading.Event()
+
+    def behaviour(call, index):
+        if index == 0:
+            called.set()
+            release.wait(15)  # hold the first call until the worker is dead
+        return 200, {"attempt": index}, 0
+
+    model_server.behaviour = behaviour
+    make_model(base_url=model_server.url, max_concurrency=1, retry_times=2, retry_queue_max_seconds=0)
+    biz = tenant_client("biz")
+    key = semaphore_key(biz.tenant.id, "model-service")
+    process = workers.start("doomed", ASYNCH_LEASE_SECONDS=str(lease))
+    workers.wait_ready()
+    task_id = biz.create_task("model-service").json()["taskId"]
+    _kick()
+    assert called.wait(30), "the worker never called the model"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    killed_at = time.monotonic()
+    try:
+        assert get_semaphore().holders(key) == 1  # the dead worker's slot is still taken...
+        task = AsynchTask.objects.get(id=task_id)
+        assert task.state == TaskState.RUNNING
+        _wait_for(lambda: get_semaphore().holders(key) == 0, timeout=lease + 3, what="the slot's lease to lapse")
+        assert time.monotonic() - killed_at > lease / 3  # ...until its lease ran out, not at once
+    finally:
+        release.set()
+    _wait_for(
+        lambda: AsynchTask.objects.get(id=task_id).lease_until < timezone.now(), timeout=lease + 3, what="the lease"
+    )
+    totals = services.tasks_clean()
+    assert totals["failedStuck"] == 1 and totals["retried"] == 1
+    task = AsynchTask.objects.get(id=task_id)
+    assert task.state == TaskState.QUEUED and task.retry_count == 1
+    assert worker.tasks_drain(budget_seconds=20)["succeeded"] == 1
+    task = AsynchTask.objects.get(id=task_id)
+    assert task.state == TaskState.SUCCEEDED and task.attempt_no == 2
+    assert len(model_server.calls) == 2 == AsynchModelStat.objects.get().request_count
