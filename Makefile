@@ -14,6 +14,7 @@ RUN_PORT ?= 8000
 DEV_ADMIN_USER ?= admin
 DEV_ADMIN_PASSWORD ?= admin
 DEV_RUNTIME_TOKEN ?= dev-runtime-token
+STANDIN_PORT ?= 8300
 
 .PHONY: venv run test lint bench clean
 
@@ -25,11 +26,22 @@ $(STAMP): requirements.txt requirements-dev.txt
 venv: $(STAMP)
 
 run: venv
-	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT); \
+	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
+		RUNTIME_SERVICE_TOKEN=$${RUNTIME_SERVICE_TOKEN:-$(DEV_RUNTIME_TOKEN)} \
+		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
+		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
+		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT); \
+	mkdir -p "$${VAR_DIR:-var}/celery-broker" "$${VAR_DIR:-var}/celery-processed" && \
 	$(BIN)/python manage.py migrate --noinput -v0 && \
 	$(BIN)/python manage.py collectstatic --noinput -v0 && \
 	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \
-	exec $(BIN)/honcho start -f Procfile.dev
+	procs="web worker beat runtime"; \
+	if [ -z "$$PLATFORM_DEEPSEEK_API_KEY" ] && ! grep -qs '^PLATFORM_DEEPSEEK_API_KEY=..*' .env; then \
+		export PLATFORM_DEEPSEEK_API_KEY=sk-standin-placeholder DEEPSEEK_BASE_URL=http://127.0.0.1:$(STANDIN_PORT); \
+		procs="$$procs standin"; \
+		echo "  Stand-in:  no PLATFORM_DEEPSEEK_API_KEY, so jobs are answered by a LOCAL STAND-IN model at $$DEEPSEEK_BASE_URL, not by DeepSeek"; \
+	fi; \
+	exec $(BIN)/honcho start -f Procfile.dev $$procs
 
 # The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
 # SQLite with no Redis: the database `make run` uses must run the same state machine.

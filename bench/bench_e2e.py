@@ -1,0 +1,351 @@
+"""End-to-end jobs per second of the reference runtime, against the raw-SQL floor.
+
+    .venv/bin/python bench/bench_e2e.py [--jobs 1000] [--concurrency 8]
+
+End to end: gunicorn serving the project on PostgreSQL, the stand-in model
+answering at once (its own process), two runtimes (``manage.py run_runtime``,
+``--concurrency`` slots each). The jobs are inserted in one statement once
+everything is up and idle; the clock stops when the last one is ``succeeded``.
+Every job makes the full trip: claim, first heartbeat, snapshot (built by the
+server), credential, prompt, model call, schema check, result (stored with its
+records, usage and cost), invocation log.
+
+The floor, in the same run and on the same database: the lifecycle's three
+writes done straight through psycopg by ``2 x --concurrency`` threads (one per
+runtime slot): claim (``UPDATE ... RETURNING`` over ``FOR UPDATE SKIP
+LOCKED``), heartbeat (``UPDATE``), result (``INSERT`` + ``UPDATE`` in one
+transaction). No HTTP, no snapshot, no model, no validation: what the database
+alone allows.
+
+The database is ``BENCH_DATABASE_URL`` (default
+``postgres://postgres@127.0.0.1:5432/aijobs_bench``), created and migrated if
+missing; its job tables are emptied before each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_bench")
+TOKEN = "bench-runtime-token"
+JOB_TYPES = [
+    "learning_state_analysis",
+    "weak_point_analysis",
+    "next_action_planning",
+    "quiz_generation",
+    "flashcard_generation",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_database() -> None:
+    import psycopg
+
+    url = urlparse(DATABASE_URL)
+    name = url.path.lstrip("/")
+    admin = url._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    env = {**os.environ, "DATABASE_URL": DATABASE_URL}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--run-syncdb", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
+    )
+
+
+def setup_django() -> None:
+    os.environ["DATABASE_URL"] = DATABASE_URL
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("CELERY_BROKER_URL", "memory://")
+    import django
+
+    django.setup()
+
+
+def empty_job_tables() -> None:
+    from django.db import connection
+
+    from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult
+
+    tables = [m._meta.db_table for m in (AiInvocationLog, AiRuntimeResult, AiJobSnapshot, AiRuntimeJob)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+
+
+def create_jobs(count: int, *, mixed: bool) -> None:
+    """``count`` pending jobs in one INSERT; mixed: the five job types in turn."""
+    from django.contrib.auth import get_user_model
+
+    from ai_jobs.models import AiRuntimeJob
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-learner")
+    kb_id = "kb_bench"
+    try:
+        from learning.models import KnowledgeBase
+
+        kb_id = KnowledgeBase.objects.get_or_create(user=user, name="Bench knowledge base")[0].id
+    except ImportError:
+        pass
+    jobs = []
+    for index in range(count):
+        job_type = JOB_TYPES[index % len(JOB_TYPES)] if mixed else JOB_TYPES[0]
+        kb_target = job_type in ("quiz_generation", "flashcard_generation")
+        jobs.append(
+            AiRuntimeJob(
+                user=user,
+                job_type=job_type,
+                target_type="knowledge_base" if kb_target else "user",
+                target_id=kb_id if kb_target else str(user.pk),
+                params={"questionCount": 5, "cardCount": 5} if kb_target else {},
+            )
+        )
+    AiRuntimeJob.objects.bulk_create(jobs, batch_size=1000)
+
+
+def count_by_status() -> dict[str, int]:
+    from django.db.models import Count
+
+    from ai_jobs.models import AiRuntimeJob
+
+    return dict(AiRuntimeJob.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+
+
+# --- the floor ---------------------------------------------------------------------------------------
+
+
+def floor(count: int, threads: int) -> float:
+    import psycopg
+
+    from ai_jobs import output_schemas
+    from config.ids import new_id
+
+    empty_job_tables()
+    create_jobs(count, mixed=False)
+    output = {
+        "summary": "bench",
+        "masteryScore": 50.0,
+        "level": "developing",
+        "strengths": [],
+        "weaknesses": [],
+        "confidence": 0.5,
+    }
+    output_json = json.dumps(output)
+    digest = output_schemas.output_hash(output)
+    claim_sql = (
+        "WITH picked AS MATERIALIZED (SELECT id FROM ai_runtime_job WHERE status = 'pending' AND available_at <= now() "
+        "AND job_type = ANY(%s) ORDER BY priority, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "UPDATE ai_runtime_job SET status = 'locked', locked_by = %s, locked_at = now(), "
+        "lock_until = now() + interval '60 seconds', deadline_ms = 0, attempt_no = attempt_no + 1, updated_at = now() "
+        "WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING id, attempt_no"
+    )
+    heartbeat_sql = (
+        "UPDATE ai_runtime_job SET lock_until = now() + interval '60 seconds', status = 'running', "
+        "started_at = CASE WHEN status = 'locked' THEN now() ELSE started_at END, updated_at = now() "
+        "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s AND lock_until >= now() "
+        "RETURNING cancel_requested"
+    )
+    succeed_sql = (
+        "UPDATE ai_runtime_job SET status = 'succeeded', finished_at = now(), lock_until = NULL, updated_at = now() "
+        "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s AND lock_until >= now() "
+        "AND attempt_no = %s RETURNING id"
+    )
+    insert_sql = (
+        "INSERT INTO ai_runtime_result (id, job_id, attempt_no, idempotency_key, output_hash, output_schema_version, "
+        "output, prompt_tokens, completion_tokens, total_tokens, cost_cents, runtime_instance_id, created_at) "
+        "VALUES (%s, %s, %s, %s, %s, 'v1', %s, 500, 50, 550, 0.0161, %s, now())"
+    )
+    done = [0] * threads
+
+    def slot(index: int) -> None:
+        instance = f"floor-{index}"
+        with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+            while True:
+                row = conn.execute(claim_sql, [[JOB_TYPES[0]], instance]).fetchone()
+                if row is None:
+                    return
+                job_id, attempt = row
+                conn.execute(heartbeat_sql, [job_id, instance]).fetchone()
+                with conn.transaction():
+                    if conn.execute(succeed_sql, [job_id, instance, attempt]).fetchone():
+                        conn.execute(
+                            insert_sql,
+                            [
+                                new_id("res"),
+                                job_id,
+                                attempt,
+                                f"{job_id}:{attempt}:{digest}",
+                                digest,
+                                output_json,
+                                instance,
+                            ],
+                        )
+                        done[index] += 1
+
+    workers = [threading.Thread(target=slot, args=(i,)) for i in range(threads)]
+    began = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - began
+    assert sum(done) == count, f"floor finished {sum(done)} of {count}"
+    return count / elapsed
+
+
+# --- end to end ----------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live children (gunicorn's workers),
+    from /proc; 0 where /proc is not there."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0.0
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        own_pid, parent = int(entry.parent.name), int(fields[1])
+        if own_pid == pid or parent == pid:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    import requests
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            requests.post(
+                f"{url}/internal/runtime/jobs/poll",
+                json={"capabilities": JOB_TYPES[:1]},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=2,
+            ).raise_for_status()
+            return
+        except Exception:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
+
+
+def end_to_end(
+    count: int, concurrency: int, gunicorn_workers: int, gunicorn_threads: int, logs: Path
+) -> tuple[float, dict[str, float]]:
+    empty_job_tables()
+    standin_port, web_port = free_port(), free_port()
+    api_url = f"http://127.0.0.1:{web_port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": DATABASE_URL,
+        "CELERY_BROKER_URL": "memory://",
+        "RUNTIME_SERVICE_TOKENS": TOKEN,
+        "RUNTIME_THROTTLE_RATE": "100000000/min",
+        "PLATFORM_DEEPSEEK_API_KEY": "sk-bench-placeholder",
+        "DEEPSEEK_BASE_URL": f"http://127.0.0.1:{standin_port}",
+        "LOG_LEVEL": "WARNING",
+    }
+    processes: list[subprocess.Popen[bytes]] = []
+    names: list[str] = []
+
+    def spawn(name: str, args: list[str], extra: dict[str, str] | None = None) -> None:
+        out = (logs / f"{name}.log").open("wb")
+        processes.append(
+            subprocess.Popen(args, cwd=ROOT, env={**env, **(extra or {})}, stdout=out, stderr=subprocess.STDOUT)
+        )
+        names.append(name)
+
+    try:
+        spawn("standin", [sys.executable, "manage.py", "run_standin_model", "--port", str(standin_port)])
+        spawn(
+            "gunicorn",
+            [
+                *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{web_port}"),
+                *("--workers", str(gunicorn_workers), "--threads", str(gunicorn_threads), "--log-level", "warning"),
+            ],
+        )
+        wait_http(api_url)
+        for name in ("bench-rt-a", "bench-rt-b"):
+            spawn(
+                name,
+                [sys.executable, "manage.py", "run_runtime", "--grace-seconds", "5"],
+                {
+                    "RUNTIME_API_URL": api_url,
+                    "RUNTIME_SERVICE_TOKEN": TOKEN,
+                    "RUNTIME_INSTANCE_ID": name,
+                    "RUNTIME_CONCURRENCY": str(concurrency),
+                    "RUNTIME_POLL_INTERVAL_MS": "50",
+                },
+            )
+        time.sleep(3)  # both runtimes up and polling an empty queue
+        cpu_before = {name: cpu_seconds(p.pid) for name, p in zip(names, processes, strict=True)}
+        began = time.perf_counter()
+        create_jobs(count, mixed=True)
+        while True:
+            statuses = count_by_status()
+            finished = sum(statuses.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
+            if finished >= count:
+                break
+            if any(p.poll() is not None for p in processes):
+                raise SystemExit(f"a process died; see {logs}")
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - began
+        cpu = {name: cpu_seconds(p.pid) - cpu_before[name] for name, p in zip(names, processes, strict=True)}
+        if statuses.get("succeeded", 0) != count:
+            raise SystemExit(f"not every job succeeded: {statuses}; see {logs}")
+        return count / elapsed, {name: 1000 * seconds / count for name, seconds in cpu.items()}
+    finally:
+        for process in reversed(processes):
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=8, help="slots per runtime (two runtimes)")
+    parser.add_argument("--gunicorn-workers", type=int, default=2)
+    parser.add_argument("--gunicorn-threads", type=int, default=8)
+    args = parser.parse_args()
+
+    ensure_database()
+    setup_django()
+    logs = ROOT / "var" / f"bench-e2e-{uuid.uuid4().hex[:6]}"
+    logs.mkdir(parents=True, exist_ok=True)
+    floor_rate = floor(args.jobs, threads=2 * args.concurrency)
+    e2e_rate, cpu_ms = end_to_end(args.jobs, args.concurrency, args.gunicorn_workers, args.gunicorn_threads, logs)
+    empty_job_tables()
+    print(f"bench_e2e: {args.jobs} jobs, {os.cpu_count()} CPUs, PostgreSQL {urlparse(DATABASE_URL).path.lstrip('/')}")
+    print(f"  raw-SQL lifecycle floor, psycopg, {2 * args.concurrency} threads:          {floor_rate:8.1f} jobs/s")
+    print(
+        f"  end to end, gunicorn {args.gunicorn_workers}x{args.gunicorn_threads}, 2 runtimes x {args.concurrency} slots, "
+        f"stand-in: {e2e_rate:8.1f} jobs/s"
+    )
+    print(f"  ratio end-to-end / floor: {e2e_rate / floor_rate:.3f}   (logs: {logs.relative_to(ROOT)})")
+    print("  CPU per end-to-end job: " + ", ".join(f"{name} {ms:.1f} ms" for name, ms in cpu_ms.items()))
+
+
+if __name__ == "__main__":
+    main()
