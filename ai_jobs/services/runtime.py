@@ -1,22 +1,18 @@
-"""Every write to jobs, results, snapshots and invocation logs.
-
-The runtime protocol (seed 000, contract §3) is here; the HTTP layer only parses
-and renders. Status changes go through ``ai_jobs.transitions`` and nowhere else.
-"""
+"""The runtime protocol (seed 000, contract §3): lock, claim, heartbeat, snapshot,
+credential, result, fail, invocation logs. Status changes go through
+``ai_jobs.transitions`` and nowhere else."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import random
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,85 +36,6 @@ logger = logging.getLogger(__name__)
 
 def _lease() -> dt.timedelta:
     return dt.timedelta(seconds=settings.AI_JOB_LOCK_SECONDS)
-
-
-# --- creating and operating on jobs ---------------------------------------------------
-
-
-def job_create(
-    *,
-    user: AbstractBaseUser,
-    job_type: str,
-    target_type: str,
-    target_id: str,
-    api_key_mode: str = ApiKeyMode.PLATFORM_KEY,
-    credential_id: str | None = None,
-    idempotency_key: str | None = None,
-    priority: int = 0,
-    params: dict[str, Any] | None = None,
-    snapshot: AiJobSnapshot | None = None,
-    retried_from: AiRuntimeJob | None = None,
-    max_retry_count: int | None = None,
-    timeout_seconds: int | None = None,
-) -> AiRuntimeJob:
-    """Insert a pending job. The user-facing checks (quotas, breaker) wrap this."""
-    return AiRuntimeJob.objects.create(
-        user=user,
-        job_type=job_type,
-        target_type=target_type,
-        target_id=target_id,
-        api_key_mode=api_key_mode,
-        credential_id=credential_id,
-        idempotency_key=idempotency_key,
-        priority=priority,
-        params=params or {},
-        snapshot=snapshot,
-        retried_from_job=retried_from,
-        model_name=settings.DEEPSEEK_MODEL,
-        max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
-        timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
-    )
-
-
-def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
-    """An operator reruns a failed job: a NEW job that records where it came from
-    (seed 000 §8.3); the failed one stays as it is."""
-    if job.status != JobStatus.FAILED:
-        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
-    return job_create(
-        user=job.user,
-        job_type=job.job_type,
-        target_type=job.target_type,
-        target_id=job.target_id,
-        api_key_mode=job.api_key_mode,
-        credential_id=job.credential_id,
-        priority=job.priority,
-        params=job.params,
-        retried_from=job,
-        max_retry_count=job.max_retry_count,
-        timeout_seconds=job.timeout_seconds,
-    )
-
-
-def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[int, int]:
-    """Pending jobs become ``cancelled`` at once; locked and running ones get
-    ``cancelRequested``, which their runtime reads on its next heartbeat. Returns
-    (cancelled, cancel requested)."""
-    now = timezone.now()
-    cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
-    # Pending first: a job locked between the two statements is caught by the second.
-    requested = transitions.request_cancel(job_ids=job_ids, now=now)
-    return cancelled, requested
-
-
-def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
-    cancelled, requested = jobs_cancel(job_ids=[job_id], reason=reason)
-    job = AiRuntimeJob.objects.filter(id=job_id).first()
-    if job is None:
-        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
-    if not (cancelled or requested or job.cancel_requested or job.status == JobStatus.CANCELLED):
-        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
-    return job
 
 
 # --- the runtime protocol ----------------------------------------------------------------
@@ -380,29 +297,3 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
     return len(rows)
 
 
-# --- the reaper -------------------------------------------------------------------------
-
-
-def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
-    """Return lapsed work to the queue (seed 000 §5.4, §6.1): a job whose lease
-    lapsed or whose attempt ran past ``timeoutSeconds`` becomes ``expired`` and then
-    ``pending`` with ``retryCount + 1``, or ``failed`` (``JOB_TIMEOUT``) when no
-    retries remain. Each batch is its own short transaction and the cursor moves
-    on by id, so a backlog of any size drains without one long lock."""
-    batch = batch_size or settings.AI_JOB_REAPER_BATCH_SIZE
-    now = timezone.now()  # fixed for the run: what lapses later is the next run's
-    totals: Counter[str] = Counter()
-    cursor = ""
-    while True:
-        with transaction.atomic():
-            ids = transitions.lapsed_ids(after_id=cursor, now=now, limit=batch)
-            if not ids:
-                break
-            totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
-            totals.update(transitions.settle_expired(job_ids=ids, now=now).values())
-        cursor = ids[-1]
-        if len(ids) < batch:
-            break
-    if totals:
-        logger.info("reaper: %s", dict(totals))
-    return totals

@@ -1,0 +1,42 @@
+"""Every write to jobs, results, snapshots and invocation logs.
+
+``jobs``: creating and operating on jobs; ``runtime``: the runtime protocol;
+``reaper``: returning lapsed work. Status changes go through ``ai_jobs.transitions``.
+"""
+
+from ai_jobs.services.jobs import job_cancel, job_create, job_rerun, jobs_cancel
+from ai_jobs.services.reaper import jobs_reap
+from ai_jobs.services.runtime import (
+    FailOutcome,
+    ResolvedCredential,
+    SubmittedResult,
+    invocation_logs_record,
+    job_claim,
+    job_credential,
+    job_fail,
+    job_heartbeat,
+    job_lock,
+    job_snapshot,
+    result_submit,
+    retry_delay,
+)
+
+__all__ = [
+    "FailOutcome",
+    "ResolvedCredential",
+    "SubmittedResult",
+    "invocation_logs_record",
+    "job_cancel",
+    "job_claim",
+    "job_create",
+    "job_credential",
+    "job_fail",
+    "job_heartbeat",
+    "job_lock",
+    "job_rerun",
+    "job_snapshot",
+    "jobs_cancel",
+    "jobs_reap",
+    "result_submit",
+    "retry_delay",
+]

@@ -1,0 +1,103 @@
+"""Creating jobs and operating on them: create, rerun, cancel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from ai_jobs import transitions
+from ai_jobs.models import (
+    AiJobSnapshot,
+    AiRuntimeJob,
+    ApiKeyMode,
+    JobStatus,
+)
+from config.errors import DomainError, ErrorCode
+
+logger = logging.getLogger(__name__)
+
+
+# --- creating and operating on jobs ---------------------------------------------------
+
+
+def job_create(
+    *,
+    user: AbstractBaseUser,
+    job_type: str,
+    target_type: str,
+    target_id: str,
+    api_key_mode: str = ApiKeyMode.PLATFORM_KEY,
+    credential_id: str | None = None,
+    idempotency_key: str | None = None,
+    priority: int = 0,
+    params: dict[str, Any] | None = None,
+    snapshot: AiJobSnapshot | None = None,
+    retried_from: AiRuntimeJob | None = None,
+    max_retry_count: int | None = None,
+    timeout_seconds: int | None = None,
+) -> AiRuntimeJob:
+    """Insert a pending job. The user-facing checks (quotas, breaker) wrap this."""
+    return AiRuntimeJob.objects.create(
+        user=user,
+        job_type=job_type,
+        target_type=target_type,
+        target_id=target_id,
+        api_key_mode=api_key_mode,
+        credential_id=credential_id,
+        idempotency_key=idempotency_key,
+        priority=priority,
+        params=params or {},
+        snapshot=snapshot,
+        retried_from_job=retried_from,
+        model_name=settings.DEEPSEEK_MODEL,
+        max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
+        timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
+    )
+
+
+def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
+    """An operator reruns a failed job: a NEW job that records where it came from
+    (seed 000 §8.3); the failed one stays as it is."""
+    if job.status != JobStatus.FAILED:
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
+    return job_create(
+        user=job.user,
+        job_type=job.job_type,
+        target_type=job.target_type,
+        target_id=job.target_id,
+        api_key_mode=job.api_key_mode,
+        credential_id=job.credential_id,
+        priority=job.priority,
+        params=job.params,
+        retried_from=job,
+        max_retry_count=job.max_retry_count,
+        timeout_seconds=job.timeout_seconds,
+    )
+
+
+def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[int, int]:
+    """Pending jobs become ``cancelled`` at once; locked and running ones get
+    ``cancelRequested``, which their runtime reads on its next heartbeat. Returns
+    (cancelled, cancel requested)."""
+    now = timezone.now()
+    cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
+    # Pending first: a job locked between the two statements is caught by the second.
+    requested = transitions.request_cancel(job_ids=job_ids, now=now)
+    return cancelled, requested
+
+
+def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
+    cancelled, requested = jobs_cancel(job_ids=[job_id], reason=reason)
+    job = AiRuntimeJob.objects.filter(id=job_id).first()
+    if job is None:
+        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    if not (cancelled or requested or job.cancel_requested or job.status == JobStatus.CANCELLED):
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
+    return job
+
+

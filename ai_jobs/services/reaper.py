@@ -1,0 +1,43 @@
+"""The reaper: lapsed leases and timed-out attempts back to the queue."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ai_jobs import transitions
+
+logger = logging.getLogger(__name__)
+
+
+# --- the reaper -------------------------------------------------------------------------
+
+
+def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
+    """Return lapsed work to the queue (seed 000 §5.4, §6.1): a job whose lease
+    lapsed or whose attempt ran past ``timeoutSeconds`` becomes ``expired`` and then
+    ``pending`` with ``retryCount + 1``, or ``failed`` (``JOB_TIMEOUT``) when no
+    retries remain. Each batch is its own short transaction and the cursor moves
+    on by id, so a backlog of any size drains without one long lock."""
+    batch = batch_size or settings.AI_JOB_REAPER_BATCH_SIZE
+    now = timezone.now()  # fixed for the run: what lapses later is the next run's
+    totals: Counter[str] = Counter()
+    cursor = ""
+    while True:
+        with transaction.atomic():
+            ids = transitions.lapsed_ids(after_id=cursor, now=now, limit=batch)
+            if not ids:
+                break
+            totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
+            totals.update(transitions.settle_expired(job_ids=ids, now=now).values())
+        cursor = ids[-1]
+        if len(ids) < batch:
+            break
+    if totals:
+        logger.info("reaper: %s", dict(totals))
+    return totals
+
