@@ -157,6 +157,13 @@ def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime)
     return rows[0] if rows else None
 
 
+@dataclass(frozen=True)
+class Failed:
+    status: str
+    retry_count: int
+    api_key_mode: str
+
+
 def fail(
     *,
     job_id: str,
@@ -168,10 +175,9 @@ def fail(
     cancelled: bool,
     retry_at: dt.datetime,
     now: dt.datetime,
-) -> tuple[str, int] | None:
+) -> Failed | None:
     """locked/running → pending (retryable, retries left; available again at
-    ``retry_at``), → cancelled (``JOB_CANCELLED``) or → failed. Returns the new
-    status and retry count."""
+    ``retry_at``), → cancelled (``JOB_CANCELLED``) or → failed."""
     if cancelled:
         target = "'cancelled'"
         retry = "FALSE"
@@ -185,10 +191,10 @@ def fail(
         f"finished_at = CASE WHEN {retry} THEN NULL ELSE %s END, "
         f"locked_by = CASE WHEN {retry} THEN NULL ELSE locked_by END, "
         "lock_until = NULL, deadline_ms = NULL, error_code = %s, error_message = %s, updated_at = %s "
-        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count",
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count, api_key_mode",
         [retry_at, now, error_code, error_message, now, job_id, instance_id, now, attempt_no],
     )
-    return (rows[0][0], rows[0][1]) if rows else None
+    return Failed(status=rows[0][0], retry_count=rows[0][1], api_key_mode=rows[0][2]) if rows else None
 
 
 def cancel_pending(*, job_ids: Sequence[str], now: dt.datetime, reason: str) -> int:

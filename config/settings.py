@@ -171,6 +171,9 @@ SIMPLE_JWT = {
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("JWT_REFRESH_DAYS", default=7)),
     "AUTH_HEADER_TYPES": ("Bearer",),
 }
+# Users may turn AI analysis off at any time (their pending jobs are cancelled);
+# a deployment that wants explicit opt-in sets this to False.
+AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=True)
 AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)
 AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET = env.int("AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET", default=100_000)
 PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_000_000)

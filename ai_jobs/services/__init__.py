@@ -4,6 +4,7 @@
 ``reaper``: returning lapsed work. Status changes go through ``ai_jobs.transitions``.
 """
 
+from ai_jobs.services.creation import SubmittedJob, job_submit
 from ai_jobs.services.jobs import job_cancel, job_create, job_rerun, jobs_cancel
 from ai_jobs.services.reaper import jobs_reap
 from ai_jobs.services.runtime import (
@@ -24,6 +25,7 @@ from ai_jobs.services.runtime import (
 __all__ = [
     "FailOutcome",
     "ResolvedCredential",
+    "SubmittedJob",
     "SubmittedResult",
     "invocation_logs_record",
     "job_cancel",
@@ -35,6 +37,7 @@ __all__ = [
     "job_lock",
     "job_rerun",
     "job_snapshot",
+    "job_submit",
     "jobs_cancel",
     "jobs_reap",
     "result_submit",

@@ -99,5 +99,3 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
     if not (cancelled or requested or job.cancel_requested or job.status == JobStatus.CANCELLED):
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
     return job
-
-

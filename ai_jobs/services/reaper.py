@@ -40,4 +40,3 @@ def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
     if totals:
         logger.info("reaper: %s", dict(totals))
     return totals
-

@@ -30,6 +30,7 @@ from ai_jobs.records import result_persist
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from credentials.services import credential_resolve
+from quotas import services as quotas
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +197,7 @@ def result_submit(
                 created_at=now,
             )
             result_persist(job=job, result=result)
+            quotas.usage_record_result(job=job, total_tokens=result.total_tokens, cost_cents=result.cost_cents)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
     existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
     if existing is None:
@@ -251,8 +253,9 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
     )
     if moved is None:
         raise _refuse(job_id, instance_id, attempt_no)
-    status, retry_count = moved
-    return FailOutcome(job_id=job_id, status=status, retry_count=retry_count)
+    if moved.api_key_mode == ApiKeyMode.PLATFORM_KEY and code.code in quotas.MODEL_FAILURE_CODES:
+        quotas.breaker_record_failure()
+    return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)
 
 
 _LOG_FIELDS = (
@@ -295,5 +298,3 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
     ]
     AiInvocationLog.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
-
-

@@ -1,0 +1,125 @@
+"""``POST /ai/jobs``: the eleven steps of contract §4, in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from ai_jobs.models import AiRuntimeJob, ApiKeyMode, JobType, TargetType
+from ai_jobs.services.jobs import job_create
+from ai_jobs.snapshots import snapshot_create
+from config.errors import DomainError, ErrorCode
+from credentials.selectors import credential_get_for_user
+from learning.selectors import target_exists_for_user
+from quotas import services as quotas
+
+GENERATION_TYPES = {JobType.QUIZ_GENERATION.value, JobType.FLASHCARD_GENERATION.value}
+ANALYSIS_TARGETS = {
+    TargetType.USER.value,
+    TargetType.MATERIAL.value,
+    TargetType.KNOWLEDGE_POINT.value,
+    TargetType.KNOWLEDGE_BASE.value,
+}
+
+
+def allowed_targets(job_type: str) -> set[str]:
+    return {TargetType.KNOWLEDGE_BASE.value} if job_type in GENERATION_TYPES else ANALYSIS_TARGETS
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    job: AiRuntimeJob
+    created: bool
+
+
+def _existing(
+    *, user: AbstractBaseUser, job_type: str, target_type: str, target_id: str, key: str | None
+) -> AiRuntimeJob | None:
+    if not key:
+        return None
+    return AiRuntimeJob.objects.filter(
+        user=user, job_type=job_type, target_type=target_type, target_id=target_id, idempotency_key=key
+    ).first()
+
+
+def job_submit(
+    *,
+    user: AbstractBaseUser,
+    job_type: str,
+    target_type: str,
+    target_id: str,
+    api_key_mode: str | None = None,
+    credential_id: str | None = None,
+    idempotency_key: str | None = None,
+    priority: int = 0,
+    params: dict[str, Any] | None = None,
+) -> SubmittedJob:
+    """A user asks for an analysis. Each refusal carries the code of seed 002 §1.2."""
+    # 2. the job type
+    if job_type not in JobType.values:
+        raise DomainError(ErrorCode.INVALID_JOB_TYPE, f"jobType must be one of {', '.join(JobType.values)}")
+    # 3. the target type fits the job type, and the target is the user's
+    if target_type not in allowed_targets(job_type):
+        raise DomainError(
+            ErrorCode.INVALID_TARGET_TYPE,
+            f"{job_type} takes targetType {' or '.join(sorted(allowed_targets(job_type)))}",
+        )
+    if not target_exists_for_user(user=user, target_type=target_type, target_id=target_id):
+        raise DomainError(ErrorCode.NOT_FOUND, f"{target_type} {target_id} not found")
+    # 4. AI analysis enabled
+    ai_settings = quotas.ai_settings_get(user=user)
+    if not ai_settings.ai_analysis_enabled:
+        raise DomainError(ErrorCode.AI_ANALYSIS_DISABLED, "AI analysis is turned off in the user's settings")
+    # 5. idempotency: the same request again answers the job it made
+    found = _existing(user=user, job_type=job_type, target_type=target_type, target_id=target_id, key=idempotency_key)
+    if found is not None:
+        return SubmittedJob(job=found, created=False)
+    # 6. the key mode and its credential
+    mode = api_key_mode or ai_settings.default_api_key_mode
+    if mode == ApiKeyMode.USER_DEEPSEEK_KEY:
+        if not credential_id:
+            raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "user_deepseek_key needs a credentialId")
+        if credential_get_for_user(user=user, credential_id=credential_id) is None:
+            raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, f"Credential {credential_id} not found")
+    else:
+        credential_id = None
+    # 7. the user's day: job count and token budget for this key mode
+    day = quotas.local_date(ai_settings=ai_settings)
+    quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
+    # 8. the platform key: breaker and the platform's budgets
+    platform = mode == ApiKeyMode.PLATFORM_KEY
+    if platform:
+        quotas.platform_admit()
+    # 9. the snapshot of the learner's data
+    snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
+    # 10. the job and the day's count, together
+    try:
+        with transaction.atomic():
+            if platform:
+                quotas.platform_admit(lock=True)  # half-open admissions one at a time
+            quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
+            job = job_create(
+                user=user,
+                job_type=job_type,
+                target_type=target_type,
+                target_id=target_id,
+                api_key_mode=mode,
+                credential_id=credential_id,
+                idempotency_key=idempotency_key,
+                priority=priority,
+                params=params,
+                snapshot=snapshot,
+            )
+    except IntegrityError:
+        # A concurrent identical request won the idempotency key; this one counted nothing.
+        found = _existing(
+            user=user, job_type=job_type, target_type=target_type, target_id=target_id, key=idempotency_key
+        )
+        if found is None:
+            raise
+        return SubmittedJob(job=found, created=False)
+    # 11.
+    return SubmittedJob(job=job, created=True)

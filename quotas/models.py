@@ -1,0 +1,126 @@
+"""Per-user AI settings and daily usage, the platform's daily budget, and the
+circuit breaker that guards the platform key (seed 002 §2)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.timezone import now
+
+from ai_jobs.models import ApiKeyMode
+
+
+def _default_max_jobs() -> int:
+    return settings.AI_DEFAULT_MAX_DAILY_JOBS
+
+
+def _default_max_tokens() -> int:
+    return settings.AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET
+
+
+def _default_enabled() -> bool:
+    return settings.AI_ANALYSIS_ENABLED_BY_DEFAULT
+
+
+class UserAiSettings(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
+    ai_analysis_enabled = models.BooleanField(default=_default_enabled)
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA name; decides the user's localDate")
+    default_api_key_mode = models.CharField(max_length=32, choices=ApiKeyMode.choices, default=ApiKeyMode.PLATFORM_KEY)
+    max_daily_ai_jobs = models.PositiveIntegerField(default=_default_max_jobs)
+    max_daily_token_budget = models.PositiveBigIntegerField(default=_default_max_tokens)
+    created_at = models.DateTimeField(default=now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "quota_user_ai_settings"
+        verbose_name = "user AI settings"
+        verbose_name_plural = "users' AI settings"
+
+    def __str__(self) -> str:
+        return f"AI settings of {self.user_id}"
+
+
+class UserAiUsage(models.Model):
+    """What a user used on one of their local days, per key mode (the two modes are
+    counted apart, seed 002 §2.1)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_usage")
+    local_date = models.DateField()
+    api_key_mode = models.CharField(max_length=32, choices=ApiKeyMode.choices)
+    job_count = models.PositiveIntegerField(default=0)
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    cost_cents = models.DecimalField(max_digits=16, decimal_places=4, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "quota_user_ai_usage"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "local_date", "api_key_mode"], name="quota_usage_per_user_day_mode")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.local_date} {self.api_key_mode}: {self.job_count} jobs, {self.tokens_used} tokens"
+
+
+PLATFORM_USAGE_SHARDS = 16
+
+
+class PlatformDailyUsage(models.Model):
+    """Platform-key tokens and cost of one UTC day, spread over a few shard rows so
+    concurrent results do not all queue for one row lock; a day's total is the sum."""
+
+    day = models.DateField()
+    shard = models.PositiveSmallIntegerField()
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    cost_cents = models.DecimalField(max_digits=16, decimal_places=4, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "quota_platform_daily_usage"
+        constraints = [models.UniqueConstraint(fields=["day", "shard"], name="quota_platform_usage_shard")]
+
+    def __str__(self) -> str:
+        return f"{self.day}#{self.shard}: {self.tokens_used} tokens, {self.cost_cents} cents"
+
+
+class CircuitState(models.TextChoices):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class PlatformCircuitBreaker(models.Model):
+    """The one breaker of the platform key (a single row, id 1)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    state = models.CharField(max_length=16, choices=CircuitState.choices, default=CircuitState.CLOSED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    changed_at = models.DateTimeField(default=now)
+    changed_by = models.CharField(max_length=150, default="system")
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "quota_platform_circuit_breaker"
+        verbose_name = "platform circuit breaker"
+
+    def __str__(self) -> str:
+        return f"circuit {self.state} ({self.consecutive_failures} consecutive failures)"
+
+
+class CircuitBreakerEvent(models.Model):
+    """Every change of the breaker's state: who, when, why."""
+
+    from_state = models.CharField(max_length=16, choices=CircuitState.choices)
+    to_state = models.CharField(max_length=16, choices=CircuitState.choices)
+    actor = models.CharField(max_length=150)
+    reason = models.TextField()
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=now)
+
+    class Meta:
+        db_table = "quota_circuit_breaker_event"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.from_state} → {self.to_state} by {self.actor}"

@@ -1,0 +1,308 @@
+"""Quotas, the platform budget and the circuit breaker (seed 002 §2).
+
+Every counter moves with one conditional statement — an upsert whose WHERE admits
+the change only under the limit — never a read followed by a write in Python.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+from dataclasses import dataclass
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from ai_jobs.models import ACTIVE_STATUSES, AiRuntimeJob, ApiKeyMode, JobStatus
+from config.errors import DomainError, ErrorCode
+from quotas.models import (
+    PLATFORM_USAGE_SHARDS,
+    CircuitBreakerEvent,
+    CircuitState,
+    PlatformCircuitBreaker,
+    PlatformDailyUsage,
+    UserAiSettings,
+    UserAiUsage,
+)
+
+logger = logging.getLogger(__name__)
+
+# Failures that say the platform's model is in trouble; a bad snapshot does not.
+MODEL_FAILURE_CODES = frozenset(
+    {"MODEL_TIMEOUT", "MODEL_RATE_LIMIT", "MODEL_NETWORK_ERROR", "MODEL_RESPONSE_INVALID", "MODEL_JSON_PARSE_FAILED"}
+)
+
+
+def _sql(sql: str, params: list[object]) -> list[tuple[object, ...]]:
+    adapted = [
+        connection.ops.adapt_datefield_value(p) if isinstance(p, dt.date) and not isinstance(p, dt.datetime) else p
+        for p in params
+    ]
+    adapted = [connection.ops.adapt_datetimefield_value(p) if isinstance(p, dt.datetime) else p for p in adapted]
+    adapted = [connection.ops.adapt_decimalfield_value(p, 16, 4) if isinstance(p, Decimal) else p for p in adapted]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, adapted)
+        return cursor.fetchall() if cursor.description else []
+
+
+# --- the user's settings and day --------------------------------------------------------------------
+
+
+def ai_settings_get(*, user: AbstractBaseUser | None = None, user_id: int | None = None) -> UserAiSettings:
+    """The user's AI settings, created with the defaults on first use."""
+    row, _ = UserAiSettings.objects.get_or_create(user_id=user.pk if user is not None else user_id)
+    return row
+
+
+def local_date(*, ai_settings: UserAiSettings, now: dt.datetime | None = None) -> dt.date:
+    """The user's calendar day in their own time zone (their quota's day)."""
+    return (now or timezone.now()).astimezone(ZoneInfo(ai_settings.timezone)).date()
+
+
+@dataclass(frozen=True)
+class DailyUsage:
+    api_key_mode: str
+    job_count: int
+    tokens_used: int
+    cost_cents: Decimal
+
+
+def usage_of_day(*, user_id: int, day: dt.date) -> dict[str, DailyUsage]:
+    rows = {row.api_key_mode: row for row in UserAiUsage.objects.filter(user_id=user_id, local_date=day)}
+    return {
+        mode: DailyUsage(
+            api_key_mode=mode,
+            job_count=rows[mode].job_count if mode in rows else 0,
+            tokens_used=rows[mode].tokens_used if mode in rows else 0,
+            cost_cents=rows[mode].cost_cents if mode in rows else Decimal(0),
+        )
+        for mode in ApiKeyMode.values
+    }
+
+
+# --- the user's quota ----------------------------------------------------------------------------
+
+
+def quota_check(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date) -> None:
+    """Read-only: refuse when the day's job count or token budget is used up."""
+    usage = usage_of_day(user_id=ai_settings.user_id, day=day)[api_key_mode]
+    if usage.job_count >= ai_settings.max_daily_ai_jobs:
+        raise DomainError(
+            ErrorCode.DAILY_JOB_LIMIT_EXCEEDED,
+            f"{usage.job_count} of {ai_settings.max_daily_ai_jobs} AI jobs used on {day.isoformat()} ({api_key_mode})",
+        )
+    if usage.tokens_used >= ai_settings.max_daily_token_budget:
+        raise DomainError(
+            ErrorCode.DAILY_TOKEN_BUDGET_EXCEEDED,
+            f"{usage.tokens_used} of {ai_settings.max_daily_token_budget} tokens used on {day.isoformat()} ({api_key_mode})",
+        )
+
+
+def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date) -> int:
+    """Count one more job for the day, only while under both limits: one upsert
+    whose WHERE admits the increment, so concurrent requests at the limit never
+    get more jobs than it allows. Returns the new count."""
+    quota_check(ai_settings=ai_settings, api_key_mode=api_key_mode, day=day)
+    table = UserAiUsage._meta.db_table
+    rows = _sql(
+        f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+        "VALUES (%s, %s, %s, 1, 0, 0, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+        f"SET job_count = {table}.job_count + 1, updated_at = EXCLUDED.updated_at "
+        f"WHERE {table}.job_count < %s AND {table}.tokens_used < %s RETURNING job_count",
+        [ai_settings.user_id, day, api_key_mode, timezone.now(), ai_settings.max_daily_ai_jobs,
+         ai_settings.max_daily_token_budget],
+    )  # fmt: skip
+    if not rows:
+        quota_check(ai_settings=ai_settings, api_key_mode=api_key_mode, day=day)
+        raise DomainError(ErrorCode.DAILY_JOB_LIMIT_EXCEEDED, "The daily AI job limit is reached")
+    return int(rows[0][0])  # type: ignore[arg-type]
+
+
+def usage_record_result(*, job: AiRuntimeJob, total_tokens: int, cost_cents: Decimal) -> None:
+    """Count a landed result's tokens and cost against the user's day, and for
+    platform-key jobs against the platform's day; a success closes a half-open
+    breaker. Runs inside the result's transaction."""
+    ai_settings = ai_settings_get(user_id=job.user_id)
+    table = UserAiUsage._meta.db_table
+    _sql(
+        f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+        "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+        f"SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
+        f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
+        [job.user_id, local_date(ai_settings=ai_settings), job.api_key_mode, total_tokens, cost_cents, timezone.now()],
+    )
+    if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
+        platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
+        breaker_record_success()
+
+
+# --- the platform's day -----------------------------------------------------------------------------
+
+
+def platform_day(now: dt.datetime | None = None) -> dt.date:
+    return (now or timezone.now()).astimezone(dt.UTC).date()
+
+
+def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
+    """Add to a random shard of today's platform usage; going over a budget opens the breaker."""
+    table = PlatformDailyUsage._meta.db_table
+    day = platform_day()
+    _sql(
+        f"INSERT INTO {table} (day, shard, tokens_used, cost_cents, updated_at) VALUES (%s, %s, %s, %s, %s) "
+        f"ON CONFLICT (day, shard) DO UPDATE SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
+        f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
+        [day, random.randrange(PLATFORM_USAGE_SHARDS), tokens, cost_cents, timezone.now()],
+    )
+    over = platform_over_budget()
+    if over:
+        breaker_transition(
+            to=CircuitState.OPEN, actor="system", reason=over, only_from=(CircuitState.CLOSED, CircuitState.HALF_OPEN)
+        )
+
+
+@dataclass(frozen=True)
+class PlatformUsage:
+    day: dt.date
+    tokens_used: int
+    cost_cents: Decimal
+    token_budget: int
+    cost_budget_cents: int
+
+
+def platform_usage_today() -> PlatformUsage:
+    day = platform_day()
+    totals = PlatformDailyUsage.objects.filter(day=day).aggregate(tokens=Sum("tokens_used"), cost=Sum("cost_cents"))
+    return PlatformUsage(
+        day=day,
+        tokens_used=int(totals["tokens"] or 0),
+        cost_cents=Decimal(totals["cost"] or 0),
+        token_budget=settings.PLATFORM_DAILY_TOKEN_BUDGET,
+        cost_budget_cents=settings.PLATFORM_DAILY_COST_BUDGET_CENTS,
+    )
+
+
+def platform_over_budget() -> str:
+    """Why the platform key is over today's budget, or "" when it is not."""
+    usage = platform_usage_today()
+    if usage.tokens_used >= usage.token_budget:
+        return f"Platform daily token budget used: {usage.tokens_used} of {usage.token_budget}"
+    if usage.cost_cents >= usage.cost_budget_cents:
+        return f"Platform daily cost budget used: {usage.cost_cents} of {usage.cost_budget_cents} cents"
+    return ""
+
+
+# --- the circuit breaker ------------------------------------------------------------------------------
+
+
+def breaker_get() -> PlatformCircuitBreaker:
+    row, _ = PlatformCircuitBreaker.objects.get_or_create(id=1)
+    return row
+
+
+def breaker_transition(*, to: str, actor: str, reason: str, only_from: tuple[str, ...] | None = None) -> bool:
+    """Move the breaker to ``to`` with a compare-and-set on its current state, and
+    record who and why. False when it was already there or not in ``only_from``."""
+    for _ in range(5):
+        current = breaker_get()
+        if current.state == to or (only_from is not None and current.state not in only_from):
+            return False
+        with transaction.atomic():
+            changed = PlatformCircuitBreaker.objects.filter(id=1, state=current.state).update(
+                state=to,
+                consecutive_failures=0 if to == CircuitState.CLOSED else current.consecutive_failures,
+                changed_at=timezone.now(),
+                changed_by=actor[:150],
+                reason=reason,
+            )
+            if changed:
+                CircuitBreakerEvent.objects.create(
+                    from_state=current.state,
+                    to_state=to,
+                    actor=actor[:150],
+                    reason=reason,
+                    consecutive_failures=current.consecutive_failures,
+                )
+                logger.warning("circuit breaker %s -> %s by %s: %s", current.state, to, actor, reason)
+                return True
+    return False
+
+
+def breaker_record_failure() -> None:
+    """A platform-key model failure: count it; the threshold opens the breaker, and
+    any failure while half-open opens it again."""
+    breaker_get()
+    table = PlatformCircuitBreaker._meta.db_table
+    rows = _sql(
+        f"UPDATE {table} SET consecutive_failures = consecutive_failures + 1 WHERE id = 1 "
+        "RETURNING consecutive_failures, state",
+        [],
+    )
+    failures, state = int(rows[0][0]), rows[0][1]  # type: ignore[arg-type]
+    if state == CircuitState.HALF_OPEN:
+        breaker_transition(
+            to=CircuitState.OPEN,
+            actor="system",
+            reason="A platform-key model call failed while half-open",
+            only_from=(CircuitState.HALF_OPEN,),
+        )
+    elif state == CircuitState.CLOSED and failures >= settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD:
+        breaker_transition(
+            to=CircuitState.OPEN,
+            actor="system",
+            reason=f"{failures} consecutive platform-key model failures",
+            only_from=(CircuitState.CLOSED,),
+        )
+
+
+def breaker_record_success() -> None:
+    """A platform-key success resets the failure count and closes a half-open breaker.
+    The usual case (closed, no failures) matches no row and writes nothing."""
+    table = PlatformCircuitBreaker._meta.db_table
+    rows = _sql(
+        f"UPDATE {table} SET consecutive_failures = 0 WHERE id = 1 "
+        "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state",
+        [],
+    )
+    if rows and rows[0][0] == CircuitState.HALF_OPEN:
+        breaker_transition(
+            to=CircuitState.CLOSED,
+            actor="system",
+            reason="A platform-key job succeeded while half-open",
+            only_from=(CircuitState.HALF_OPEN,),
+        )
+
+
+def active_platform_jobs() -> int:
+    return AiRuntimeJob.objects.filter(
+        api_key_mode=ApiKeyMode.PLATFORM_KEY, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)
+    ).count()
+
+
+def platform_admit(*, lock: bool = False) -> None:
+    """May a new platform-key job be created? The breaker, then the day's budgets.
+    With ``lock`` (inside the creating transaction) the breaker row is locked, so
+    half-open admissions are decided one at a time."""
+    breaker = (
+        PlatformCircuitBreaker.objects.select_for_update().filter(id=1).first() if lock else breaker_get()
+    ) or breaker_get()
+    if breaker.state == CircuitState.OPEN:
+        raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
+    if breaker.state == CircuitState.HALF_OPEN:
+        active = active_platform_jobs()
+        if active >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
+            raise DomainError(
+                ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
+                f"The circuit breaker is half-open: {active} of {settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} "
+                "trial platform-key jobs are active",
+            )
+    usage = platform_usage_today()
+    if usage.tokens_used >= usage.token_budget:
+        raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
+    if usage.cost_cents >= usage.cost_budget_cents:
+        raise DomainError(ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED, "The platform's daily cost budget is used up")
