@@ -127,6 +127,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ApiKeyModeEnum": "ai_jobs.models.ApiKeyMode",
+        "JobTypeEnum": "ai_jobs.models.JobType",
+        "JobStatusEnum": "ai_jobs.models.JobStatus",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------

@@ -306,3 +306,47 @@ def platform_admit(*, lock: bool = False) -> None:
         raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
     if usage.cost_cents >= usage.cost_budget_cents:
         raise DomainError(ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED, "The platform's daily cost budget is used up")
+
+
+# --- the user's settings ------------------------------------------------------------------------------
+
+_UNSET: object = object()
+
+
+def ai_settings_update(
+    *,
+    user: AbstractBaseUser,
+    by_staff: bool = False,
+    ai_analysis_enabled: bool | object = _UNSET,
+    timezone_name: str | object = _UNSET,
+    default_api_key_mode: str | object = _UNSET,
+    max_daily_ai_jobs: int | object = _UNSET,
+    max_daily_token_budget: int | object = _UNSET,
+) -> UserAiSettings:
+    """Change a user's AI settings. The limits are staff's to change. Turning AI
+    analysis off cancels the user's pending jobs and asks their running ones to stop
+    (seed 000 §9)."""
+    if not by_staff and (max_daily_ai_jobs is not _UNSET or max_daily_token_budget is not _UNSET):
+        raise DomainError(ErrorCode.FORBIDDEN, "maxDailyAiJobs and maxDailyTokenBudget are changed only by staff")
+    changes = {
+        "ai_analysis_enabled": ai_analysis_enabled,
+        "timezone": timezone_name,
+        "default_api_key_mode": default_api_key_mode,
+        "max_daily_ai_jobs": max_daily_ai_jobs,
+        "max_daily_token_budget": max_daily_token_budget,
+    }
+    changes = {field: value for field, value in changes.items() if value is not _UNSET}
+    ai_settings_get(user=user)
+    if changes:
+        UserAiSettings.objects.filter(user=user).update(**changes, updated_at=timezone.now())
+    if changes.get("ai_analysis_enabled") is False:
+        # Imported here: the job services import this module.
+        from ai_jobs.services import jobs_cancel
+
+        open_ids = list(
+            AiRuntimeJob.objects.filter(user=user, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)).values_list(
+                "id", flat=True
+            )
+        )
+        jobs_cancel(job_ids=open_ids, reason="AI analysis was turned off by the user")
+    return ai_settings_get(user=user)

@@ -72,7 +72,7 @@ def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:
 
 class PollSerializer(serializers.Serializer):
     capabilities = serializers.ListField(
-        child=serializers.ChoiceField(choices=JobType.values), allow_empty=False, max_length=len(JobType.values) * 2
+        child=serializers.ChoiceField(choices=JobType.choices), allow_empty=False, max_length=len(JobType.values) * 2
     )
     limit = serializers.IntegerField(min_value=1, default=10, help_text="At most 50; a larger limit is clamped")
 

@@ -92,10 +92,12 @@ def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[i
 
 
 def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
+    """Cancel one job; cancelling a cancelled job again is not an error, cancelling
+    one that succeeded or failed is."""
     cancelled, requested = jobs_cancel(job_ids=[job_id], reason=reason)
     job = AiRuntimeJob.objects.filter(id=job_id).first()
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
-    if not (cancelled or requested or job.cancel_requested or job.status == JobStatus.CANCELLED):
+    if not (cancelled or requested or job.status == JobStatus.CANCELLED):
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
     return job

@@ -1,0 +1,94 @@
+"""The user's jobs and learning profile under /ai/ (contract §4). Thin: parse,
+call one service, render."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ai_jobs import selectors, services
+from ai_jobs.api.user_serializers import JobCreateSerializer, JobListQuerySerializer, UserJobSerializer
+from config.pagination import ContractCursorPagination
+from learning import selectors as learning_selectors
+from learning import services as learning_services
+from learning.api.serializers import LearningProfileInSerializer, LearningProfileSerializer
+from quotas.throttles import UserThrottle
+
+
+class UserView(APIView):
+    throttle_classes = [UserThrottle]
+
+
+@extend_schema(tags=["ai jobs"])
+class JobListView(UserView):
+    @extend_schema(
+        parameters=[JobListQuerySerializer, OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
+        responses=UserJobSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        query = JobListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        jobs = selectors.user_jobs(
+            user=request.user, status=query.validated_data.get("status"), job_type=query.validated_data.get("jobType")
+        )
+        paginator = ContractCursorPagination()
+        page = paginator.paginate_queryset(jobs, request, view=self)
+        return paginator.get_paginated_response(UserJobSerializer(page, many=True).data)
+
+    @extend_schema(request=JobCreateSerializer, responses={201: UserJobSerializer, 200: UserJobSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = JobCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        submitted = services.job_submit(
+            user=request.user,
+            job_type=data["jobType"],
+            target_type=data["targetType"],
+            target_id=data["targetId"],
+            api_key_mode=data.get("apiKeyMode"),
+            credential_id=data.get("credentialId") or None,
+            idempotency_key=data.get("idempotencyKey") or None,
+            priority=data["priority"],
+            params=data["params"],
+        )
+        return Response(
+            UserJobSerializer(submitted.job).data,
+            status=status.HTTP_201_CREATED if submitted.created else status.HTTP_200_OK,
+        )
+
+
+@extend_schema(tags=["ai jobs"], responses=UserJobSerializer)
+class JobDetailView(UserView):
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(UserJobSerializer(selectors.user_job(user=request.user, job_id=job_id)).data)
+
+
+@extend_schema(tags=["ai jobs"], request=None, responses=UserJobSerializer)
+class JobCancelView(UserView):
+    def post(self, request: Request, job_id: str) -> Response:
+        job = selectors.user_job(user=request.user, job_id=job_id)
+        return Response(UserJobSerializer(services.job_cancel(job_id=job.id, reason="Cancelled by the user")).data)
+
+
+@extend_schema(tags=["ai"])
+class LearningProfileView(UserView):
+    @extend_schema(responses=LearningProfileSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(learning_selectors.learning_profile_data(user=request.user))
+
+    @extend_schema(request=LearningProfileInSerializer, responses=LearningProfileSerializer)
+    def put(self, request: Request) -> Response:
+        serializer = LearningProfileInSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        learning_services.learning_profile_update(
+            user=request.user,
+            goals=data["goals"],
+            level=data["level"],
+            preferred_study_time=data["preferredStudyTime"],
+            preferences=data["preferences"],
+        )
+        return Response(learning_selectors.learning_profile_data(user=request.user))

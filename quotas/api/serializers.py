@@ -1,0 +1,65 @@
+"""Wire shapes of the user's AI settings and status (contract §4)."""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from rest_framework import serializers
+
+from ai_jobs.models import ApiKeyMode
+
+
+class AiSettingsSerializer(serializers.Serializer):
+    aiAnalysisEnabled = serializers.BooleanField()
+    timezone = serializers.CharField()
+    defaultApiKeyMode = serializers.CharField()
+    maxDailyAiJobs = serializers.IntegerField()
+    maxDailyTokenBudget = serializers.IntegerField()
+    localDate = serializers.DateField()
+
+
+class AiSettingsPatchSerializer(serializers.Serializer):
+    aiAnalysisEnabled = serializers.BooleanField(required=False)
+    timezone = serializers.CharField(required=False, max_length=64)
+    defaultApiKeyMode = serializers.ChoiceField(choices=ApiKeyMode.choices, required=False)
+    maxDailyAiJobs = serializers.IntegerField(required=False, min_value=0, max_value=100_000, help_text="staff only")
+    maxDailyTokenBudget = serializers.IntegerField(
+        required=False, min_value=0, max_value=10_000_000_000, help_text="staff only"
+    )
+
+    def validate_timezone(self, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise serializers.ValidationError("Not an IANA time zone name, such as Asia/Shanghai.") from None
+        return value
+
+
+class UsageSerializer(serializers.Serializer):
+    jobCount = serializers.IntegerField()
+    maxDailyAiJobs = serializers.IntegerField()
+    jobsRemaining = serializers.IntegerField()
+    tokensUsed = serializers.IntegerField()
+    maxDailyTokenBudget = serializers.IntegerField()
+    tokensRemaining = serializers.IntegerField()
+    costCents = serializers.DecimalField(max_digits=16, decimal_places=4, coerce_to_string=False)
+
+
+class UsageByModeSerializer(serializers.Serializer):
+    platform_key = UsageSerializer()
+    user_deepseek_key = UsageSerializer()
+
+
+class CircuitSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["closed", "open", "half_open"])
+    platformKeyAvailable = serializers.BooleanField()
+    message = serializers.CharField()
+
+
+class AiProfileSerializer(serializers.Serializer):
+    aiAnalysisEnabled = serializers.BooleanField()
+    timezone = serializers.CharField()
+    localDate = serializers.DateField()
+    defaultApiKeyMode = serializers.CharField()
+    usage = UsageByModeSerializer()
+    circuit = CircuitSerializer()

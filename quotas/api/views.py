@@ -1,0 +1,96 @@
+"""``/ai/profile`` and ``/ai/settings`` (contract §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ai_jobs.models import ApiKeyMode
+from quotas import services
+from quotas.api import serializers as s
+from quotas.models import CircuitState, UserAiSettings
+from quotas.throttles import UserThrottle
+
+
+def _settings_body(row: UserAiSettings) -> dict[str, Any]:
+    body = {
+        "aiAnalysisEnabled": row.ai_analysis_enabled,
+        "timezone": row.timezone,
+        "defaultApiKeyMode": row.default_api_key_mode,
+        "maxDailyAiJobs": row.max_daily_ai_jobs,
+        "maxDailyTokenBudget": row.max_daily_token_budget,
+        "localDate": services.local_date(ai_settings=row),
+    }
+    return s.AiSettingsSerializer(body).data
+
+
+class UserView(APIView):
+    throttle_classes = [UserThrottle]
+
+
+@extend_schema(tags=["ai"], responses=s.AiProfileSerializer)
+class AiProfileView(UserView):
+    def get(self, request: Request) -> Response:
+        row = services.ai_settings_get(user=request.user)
+        day = services.local_date(ai_settings=row)
+        usage = services.usage_of_day(user_id=row.user_id, day=day)
+        breaker = services.breaker_get()
+        over_budget = services.platform_over_budget()
+        available = breaker.state != CircuitState.OPEN and not over_budget
+        message = {
+            CircuitState.CLOSED: "Platform key available",
+            CircuitState.OPEN: "Platform key paused by the circuit breaker; your own key still works",
+            CircuitState.HALF_OPEN: "Platform key on trial: only a few jobs at a time",
+        }[CircuitState(breaker.state)]
+        body = {
+            "aiAnalysisEnabled": row.ai_analysis_enabled,
+            "timezone": row.timezone,
+            "localDate": day,
+            "defaultApiKeyMode": row.default_api_key_mode,
+            "usage": {
+                mode: {
+                    "jobCount": usage[mode].job_count,
+                    "maxDailyAiJobs": row.max_daily_ai_jobs,
+                    "jobsRemaining": max(0, row.max_daily_ai_jobs - usage[mode].job_count),
+                    "tokensUsed": usage[mode].tokens_used,
+                    "maxDailyTokenBudget": row.max_daily_token_budget,
+                    "tokensRemaining": max(0, row.max_daily_token_budget - usage[mode].tokens_used),
+                    "costCents": usage[mode].cost_cents,
+                }
+                for mode in ApiKeyMode.values
+            },
+            "circuit": {
+                "state": breaker.state,
+                "platformKeyAvailable": available,
+                "message": over_budget or message,
+            },
+        }
+        return Response(s.AiProfileSerializer(body).data)
+
+
+@extend_schema(tags=["ai"])
+class AiSettingsView(UserView):
+    @extend_schema(responses=s.AiSettingsSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(_settings_body(services.ai_settings_get(user=request.user)))
+
+    @extend_schema(request=s.AiSettingsPatchSerializer, responses=s.AiSettingsSerializer)
+    def patch(self, request: Request) -> Response:
+        serializer = s.AiSettingsPatchSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        names = {
+            "aiAnalysisEnabled": "ai_analysis_enabled",
+            "timezone": "timezone_name",
+            "defaultApiKeyMode": "default_api_key_mode",
+            "maxDailyAiJobs": "max_daily_ai_jobs",
+            "maxDailyTokenBudget": "max_daily_token_budget",
+        }
+        row = services.ai_settings_update(
+            user=request.user, by_staff=request.user.is_staff, **{names[key]: value for key, value in data.items()}
+        )
+        return Response(_settings_body(row))

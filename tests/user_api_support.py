@@ -1,0 +1,35 @@
+"""Helpers for the user API tests: a learner with a JWT-authenticated client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.test import APIClient
+
+from credentials import services as credential_services
+from tests.factories import UserFactory
+from tests.learning_factories import KnowledgeBaseFactory
+
+
+class Learner:
+    def __init__(self, **user_fields: Any) -> None:
+        self.user = UserFactory(**user_fields)
+        self.client = APIClient()
+        self.client.force_authenticate(self.user)
+
+    def job(self, job_type: str = "learning_state_analysis", **body: Any):
+        payload = {"jobType": job_type, "targetType": "user", "targetId": str(self.user.pk), **body}
+        return self.client.post("/ai/jobs", payload, format="json")
+
+    def quiz(self, **body: Any):
+        kb = body.pop("kb", None) or KnowledgeBaseFactory(user=self.user)
+        return self.job("quiz_generation", targetType="knowledge_base", targetId=kb.id, **body)
+
+    def credential(self) -> str:
+        return credential_services.credential_create(user=self.user, name="mine", api_key="sk-" + "a" * 32).id
+
+    def get(self, path: str, **params: Any):
+        return self.client.get(path, params)
+
+    def patch(self, path: str, body: dict[str, Any]):
+        return self.client.patch(path, body, format="json")
