@@ -17,8 +17,9 @@ from ai_jobs import output_schemas
 from runtime_worker import pricing, prompts, redact
 from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, Job
 from runtime_worker.config import RuntimeConfig
+from runtime_worker.job import JobRun
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
-from runtime_worker.runner import JobRun, Runtime
+from runtime_worker.runner import Runtime
 from tests import runtime_fixtures
 from tests.conftest import ALL_TYPES
 from tests.runtime_fixtures import free_port, wait_for
