@@ -17,6 +17,14 @@ class Learner:
         self.client = APIClient()
         self.client.force_authenticate(self.user)
 
+    def twin(self) -> Learner:
+        """The same user with a client of its own (one client per thread)."""
+        twin = Learner.__new__(Learner)
+        twin.user = self.user
+        twin.client = APIClient()
+        twin.client.force_authenticate(self.user)
+        return twin
+
     def job(self, job_type: str = "learning_state_analysis", **body: Any):
         payload = {"jobType": job_type, "targetType": "user", "targetId": str(self.user.pk), **body}
         return self.client.post("/ai/jobs", payload, format="json")

@@ -1,0 +1,45 @@
+"""Many requests at a quota's edge, with real threads against PostgreSQL."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from ai_jobs.models import AiRuntimeJob
+from quotas import services as quotas
+from quotas.models import CircuitState, UserAiSettings, UserAiUsage
+from tests.test_runtime_concurrency import run_together
+from tests.user_api_support import Learner
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def _code(response) -> str:
+    return "created" if response.status_code == 201 else response.json()["error"]["code"]
+
+
+def test_50_concurrent_requests_with_3_jobs_left_create_exactly_3():
+    learner = Learner()
+    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=3)
+    outcomes = Counter(run_together(50, lambda i: _code(learner.twin().job())))
+    assert outcomes == {"created": 3, "DAILY_JOB_LIMIT_EXCEEDED": 47}
+    assert AiRuntimeJob.objects.filter(user=learner.user).count() == 3
+    assert UserAiUsage.objects.get(user=learner.user).job_count == 3
+
+
+def test_20_concurrent_identical_requests_make_one_job():
+    learner = Learner()
+    responses = run_together(20, lambda i: learner.twin().job(idempotencyKey="same-client-uuid"))
+    assert Counter(r.status_code for r in responses) == {201: 1, 200: 19}
+    assert len({r.json()["jobId"] for r in responses}) == 1
+    assert AiRuntimeJob.objects.filter(user=learner.user).count() == 1
+    assert UserAiUsage.objects.get(user=learner.user).job_count == 1
+
+
+def test_a_half_open_breaker_admits_two_platform_jobs_even_under_a_rush():
+    quotas.breaker_transition(to=CircuitState.OPEN, actor="test", reason="test")
+    quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="trial")
+    learners = [Learner() for _ in range(12)]
+    outcomes = Counter(run_together(12, lambda i: _code(learners[i].twin().job())))
+    assert outcomes == {"created": 2, "PLATFORM_CIRCUIT_HALF_OPEN": 10}
