@@ -1,0 +1,133 @@
+"""Wire shapes of the result lists and notifications (contract §4), camelCase.
+
+Every record carries ``id``, ``jobId``, the job's ``targetType``/``targetId`` and
+``createdAt``, then the fields of its job type's output (contract §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ai_jobs.models import (
+    ActionType,
+    Difficulty,
+    Level,
+    Notification,
+    NotificationKind,
+    QuestionType,
+    Severity,
+    TargetType,
+)
+
+ID_MAX = 64
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+class RecordFilterSerializer(serializers.Serializer):
+    targetType = serializers.ChoiceField(choices=TargetType.values, required=False)
+    targetId = serializers.CharField(max_length=ID_MAX, required=False)
+    jobId = serializers.CharField(max_length=ID_MAX, required=False)
+
+
+class NotificationFilterSerializer(RecordFilterSerializer):
+    isRead = serializers.BooleanField(required=False)
+
+
+FILTER_ARGUMENTS = {"targetType": "target_type", "targetId": "target_id", "jobId": "job_id", "isRead": "is_read"}
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+
+class _RecordSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    jobId = serializers.CharField(source="job_id")
+    targetType = serializers.ChoiceField(source="target_type", choices=TargetType.values)
+    targetId = serializers.CharField(source="target_id")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+def _strings() -> serializers.ListField:
+    return serializers.ListField(child=serializers.CharField())
+
+
+class AnalysisSerializer(_RecordSerializer):
+    summary = serializers.CharField()
+    masteryScore = serializers.FloatField(source="mastery_score")
+    level = serializers.ChoiceField(choices=Level.values)
+    strengths = _strings()
+    weaknesses = _strings()
+    confidence = serializers.FloatField()
+
+
+class WeakPointSerializer(_RecordSerializer):
+    knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
+    title = serializers.CharField()
+    reason = serializers.CharField()
+    severity = serializers.ChoiceField(choices=Severity.values)
+    evidence = _strings()
+    confidence = serializers.FloatField()
+
+
+class RecommendationSerializer(_RecordSerializer):
+    actionType = serializers.ChoiceField(source="action_type", choices=ActionType.values)
+    title = serializers.CharField()
+    description = serializers.CharField()
+    priority = serializers.IntegerField()
+    estimatedMinutes = serializers.IntegerField(source="estimated_minutes")
+    actionTargetType = serializers.CharField(
+        source="action_target_type",
+        allow_null=True,
+        help_text="The output's targetType: what to act on (null unless it names the user or one of their objects)",
+    )
+    actionTargetId = serializers.CharField(source="action_target_id", allow_null=True)
+
+
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
+class AnswerField(serializers.JSONField):
+    """A string, or a list of strings (multiple choice)."""
+
+
+class QuizQuestionSerializer(_RecordSerializer):
+    knowledgeBaseId = serializers.CharField(source="knowledge_base_id")
+    knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
+    questionType = serializers.ChoiceField(source="question_type", choices=QuestionType.values)
+    stem = serializers.CharField()
+    options = _strings()
+    answer = AnswerField()
+    explanation = serializers.CharField()
+    difficulty = serializers.ChoiceField(choices=Difficulty.values)
+
+
+class FlashcardSerializer(_RecordSerializer):
+    knowledgeBaseId = serializers.CharField(source="knowledge_base_id")
+    knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
+    front = serializers.CharField()
+    back = serializers.CharField()
+    hint = serializers.CharField(allow_null=True)
+    tags = _strings()
+
+
+class NotificationSerializer(_RecordSerializer):
+    kind = serializers.ChoiceField(choices=NotificationKind.values)
+    jobType = serializers.CharField(source="job_type")
+    title = serializers.CharField()
+    message = serializers.CharField()
+    data = serializers.DictField(help_text="What the job produced: counts, or the failure's errorCode")
+    isRead = serializers.SerializerMethodField()
+    readAt = serializers.DateTimeField(source="read_at", allow_null=True)
+
+    def get_isRead(self, notification: Notification) -> bool:
+        return notification.read_at is not None
+
+
+def filters_of(serializer_class: type[serializers.Serializer], query: dict[str, Any]) -> dict[str, Any]:
+    """The selector's keyword arguments from the query string; a bad value is a
+    ValidationError (400 VALIDATION_ERROR)."""
+    serializer = serializer_class(data=query)
+    serializer.is_valid(raise_exception=True)
+    return {FILTER_ARGUMENTS[key]: value for key, value in serializer.validated_data.items()}
