@@ -146,3 +146,6 @@ class AiJobSnapshotAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+from ai_jobs import admin_records  # noqa: E402, F401  (registers the result records)
