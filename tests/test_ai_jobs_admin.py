@@ -64,3 +64,13 @@ def test_the_queue_pages_render_with_their_filters(operator):
         response = operator.get(url)
         assert response.status_code == 200, url
     assert job.id in operator.get("/admin/ai_jobs/airuntimejob/?status__exact=failed").content.decode()
+
+
+def test_the_queue_dashboard_counts_jobs_by_type_and_status(operator):
+    JobFactory.create_batch(3)
+    JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    page = operator.get("/admin/ai_jobs/airuntimejob/dashboard/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Pending, due now</th><td>3" in text and "MODEL_TIMEOUT" in text
+    assert "Queue dashboard" in operator.get("/admin/ai_jobs/airuntimejob/").content.decode()

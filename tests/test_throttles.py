@@ -43,3 +43,18 @@ def test_concurrent_requests_at_the_edge_never_pass_more_than_the_rate(settings,
         return RuntimeClient("edge-runtime").post("jobs/poll", {"capabilities": ALL_TYPES}).status_code
 
     assert Counter(run_together(25, poll)) == {200: 10, 429: 15}
+
+
+def test_a_user_over_the_rate_on_ai_endpoints_gets_429_and_others_do_not(settings, monkeypatch):
+    from tests.user_api_support import Learner
+
+    settings.USER_THROTTLE_RATE = "4/min"
+    monkeypatch.setattr("quotas.throttles.clock", lambda: 1_800_000_010.0)
+    busy, quiet = Learner(), Learner()
+    statuses = [
+        busy.get(path).status_code for path in ("/ai/profile", "/ai/jobs", "/ai/settings", "/ai/jobs", "/ai/jobs")
+    ]
+    assert statuses == [200, 200, 200, 200, 429]
+    limited = busy.job()
+    assert error_code(limited) == "RATE_LIMITED" and limited["Retry-After"] == "50"
+    assert quiet.get("/ai/jobs").status_code == 200
