@@ -88,6 +88,11 @@ def check(job_type: str, prompt_version: str | None, schema_version: str | None)
     output_schemas.schema(job_type, schema_version or output_schemas.DEFAULT_VERSION)
 
 
+@cache
+def _schema_json(job_type: str, version: str) -> str:
+    return json.dumps(output_schemas.schema(job_type, version), sort_keys=True)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True)
 
@@ -109,7 +114,7 @@ def render(
         "target_type": target_type,
         "target_id": target_id,
         "output_schema_version": schema_version,
-        "output_schema": json.dumps(output_schemas.schema(job_type, schema_version), sort_keys=True),
+        "output_schema": _schema_json(job_type, schema_version),
         "snapshot_json": _json(snapshot),
         "params_json": _json(params),
         "question_count": str(_count(params, "questionCount", 10, 50)),
