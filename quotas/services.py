@@ -108,7 +108,6 @@ def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt
     """Count one more job for the day, only while under both limits: one upsert
     whose WHERE admits the increment, so concurrent requests at the limit never
     get more jobs than it allows. Returns the new count."""
-    quota_check(ai_settings=ai_settings, api_key_mode=api_key_mode, day=day)
     table = UserAiUsage._meta.db_table
     rows = _sql(
         f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
@@ -284,28 +283,40 @@ def active_platform_jobs() -> int:
     ).count()
 
 
-def platform_admit(*, lock: bool = False) -> None:
+def platform_admit() -> str:
     """May a new platform-key job be created? The breaker, then the day's budgets.
-    With ``lock`` (inside the creating transaction) the breaker row is locked, so
-    half-open admissions are decided one at a time."""
-    breaker = (
-        PlatformCircuitBreaker.objects.select_for_update().filter(id=1).first() if lock else breaker_get()
-    ) or breaker_get()
+    Returns the breaker's state, so the caller knows to ``platform_admit_half_open``."""
+    breaker = breaker_get()
     if breaker.state == CircuitState.OPEN:
         raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
     if breaker.state == CircuitState.HALF_OPEN:
-        active = active_platform_jobs()
-        if active >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
-            raise DomainError(
-                ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
-                f"The circuit breaker is half-open: {active} of {settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} "
-                "trial platform-key jobs are active",
-            )
+        _check_half_open()
     usage = platform_usage_today()
     if usage.tokens_used >= usage.token_budget:
         raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
     if usage.cost_cents >= usage.cost_budget_cents:
         raise DomainError(ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED, "The platform's daily cost budget is used up")
+    return breaker.state
+
+
+def platform_admit_half_open() -> None:
+    """Inside the creating transaction: lock the breaker row and count again, so
+    half-open admissions are decided one at a time."""
+    breaker = PlatformCircuitBreaker.objects.select_for_update().get(id=1)
+    if breaker.state == CircuitState.OPEN:
+        raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
+    if breaker.state == CircuitState.HALF_OPEN:
+        _check_half_open()
+
+
+def _check_half_open() -> None:
+    active = active_platform_jobs()
+    if active >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
+        raise DomainError(
+            ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
+            f"The circuit breaker is half-open: {active} of {settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} "
+            "trial platform-key jobs are active",
+        )
 
 
 # --- the user's settings ------------------------------------------------------------------------------

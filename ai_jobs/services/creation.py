@@ -15,6 +15,7 @@ from config.errors import DomainError, ErrorCode
 from credentials.selectors import credential_get_for_user
 from learning.selectors import target_exists_for_user
 from quotas import services as quotas
+from quotas.models import CircuitState
 
 GENERATION_TYPES = {JobType.QUIZ_GENERATION.value, JobType.FLASHCARD_GENERATION.value}
 ANALYSIS_TARGETS = {
@@ -90,16 +91,14 @@ def job_submit(
     day = quotas.local_date(ai_settings=ai_settings)
     quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
     # 8. the platform key: breaker and the platform's budgets
-    platform = mode == ApiKeyMode.PLATFORM_KEY
-    if platform:
-        quotas.platform_admit()
+    breaker_state = quotas.platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
     # 9. the snapshot of the learner's data
     snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
     # 10. the job and the day's count, together
     try:
         with transaction.atomic():
-            if platform:
-                quotas.platform_admit(lock=True)  # half-open admissions one at a time
+            if breaker_state == CircuitState.HALF_OPEN:
+                quotas.platform_admit_half_open()  # half-open admissions one at a time
             quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
             job = job_create(
                 user=user,
