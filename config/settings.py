@@ -248,8 +248,14 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
 
-if not DEBUG:
-    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
-    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# HTTPS hardening: off for the embedded setup on plain http://127.0.0.1, on in production
+# (README: Production). ``check --deploy`` is clean with them set.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+if env.bool("BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
