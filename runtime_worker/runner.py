@@ -154,6 +154,10 @@ class Runtime:
                     logger.warning("runtime %s: cannot claim (%s); backing off", self.config.instance_id, error)
                 self._stopping.wait(backoff.next(getattr(error, "retry_after", None)))
                 continue
+            except Exception:  # e.g. an answer this runtime cannot read: keep the process alive
+                logger.exception("runtime %s: claim failed", self.config.instance_id)
+                self._stopping.wait(backoff.next())
+                continue
             if unreachable_since is not None:
                 logger.info(
                     "runtime %s: API reachable again after %.1fs",
@@ -204,7 +208,10 @@ class Runtime:
             with self._lock:
                 runs = [run for run in self._active.values() if not run.settled]
             for run in runs:
-                self.beat(run)
+                try:
+                    self.beat(run)
+                except Exception:  # a bug must not stop the heartbeats of every other job
+                    logger.exception("heartbeat of %s failed", run.job.job_id)
 
     def beat(self, run: JobRun) -> None:
         """One heartbeat for one job; what it learns goes to the job's flags."""

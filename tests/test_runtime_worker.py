@@ -409,6 +409,33 @@ def test_shutdown_lets_jobs_run_for_the_grace_period_then_reports_them_retryable
     assert runtime.stats["failed:MODEL_TIMEOUT"] == 2 and len(api.sent["claim"]) >= 1
 
 
+# --- the runtime is a client (DESIGN rule 6) -------------------------------------------------------
+
+SERVER_APPS = {"ai_jobs", "learning", "credentials", "quotas", "asynch", "config"}
+SHARED = {"ai_jobs.output_schemas", "config.errors"}
+
+
+def test_the_runtime_imports_nothing_of_the_server_but_the_schemas_and_error_codes():
+    import ast
+    from pathlib import Path
+
+    offending = []
+    for path in (Path(__file__).resolve().parent.parent / "runtime_worker").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in SERVER_APPS and not any(
+                    name == s or name.startswith(s + ".") or s.startswith(name) for s in SHARED
+                ):
+                    offending.append(f"{path.name}: {name}")
+    assert offending == []
+
+
 # --- keys stay out of logs ------------------------------------------------------------------------
 
 
