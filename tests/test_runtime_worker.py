@@ -9,13 +9,14 @@ import logging
 import threading
 from collections import defaultdict
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from ai_jobs import output_schemas
 from runtime_worker import pricing, prompts, redact
-from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, Job
+from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, InternalApi, Job
 from runtime_worker.config import RuntimeConfig
 from runtime_worker.job import JobRun
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
@@ -198,6 +199,82 @@ def test_the_standin_takes_faults_by_marker_and_only_for_matching_prompts(standi
             _credential(standin.base_url), _prompt(note="only-this-one"), model_name="deepseek-chat", timeout=5
         )
     assert matched.value.code.code == "MODEL_RATE_LIMIT"
+
+
+# --- the internal API client against a stub server ------------------------------------------------
+
+
+class _StubApi(ThreadingHTTPServer):
+    """Answers every request with the next (status, body, headers) of ``answers``."""
+
+    def __init__(self, answers: list[tuple[int, Any, dict[str, str]]]) -> None:
+        self.answers = answers
+        self.seen: list[tuple[str, str, dict[str, str], str]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                stub.seen.append((self.command, self.path, dict(self.headers), body))
+                status, payload, headers = stub.answers.pop(0)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_the_api_client_tells_an_unreachable_api_from_a_definite_answer():
+    job = {"jobId": "job_1", "jobType": "quiz_generation", "attemptNo": 2, "timeoutSeconds": 60, "params": {"a": 1}}
+    stub = _StubApi(
+        [
+            (200, {"jobs": [job]}, {}),
+            (503, {"error": {"code": "INTERNAL_ERROR"}}, {}),
+            (429, {"error": {"code": "RATE_LIMITED"}}, {"Retry-After": "3"}),
+            (409, {"error": {"code": "JOB_NOT_ACTIVE", "message": "lapsed", "retryable": False}}, {}),
+            (200, {"jobId": "job_1", "lockUntil": 1700000000123, "cancelRequested": True}, {}),
+        ]
+    )
+    try:
+        api = InternalApi(f"http://127.0.0.1:{stub.server_address[1]}", "tok-123", "rt-9", timeout=5)
+        [claimed] = api.claim(["quiz_generation"], 3)
+        assert (claimed.job_id, claimed.attempt_no, claimed.timeout_seconds, claimed.params) == (
+            "job_1",
+            2,
+            60,
+            {"a": 1},
+        )
+        with pytest.raises(ApiUnavailable):
+            api.heartbeat("job_1")
+        with pytest.raises(ApiUnavailable) as throttled:
+            api.heartbeat("job_1")
+        assert throttled.value.retry_after == 3
+        with pytest.raises(ApiError) as refused:
+            api.fail("job_1", attempt_no=2, error_code="MODEL_TIMEOUT", error_message="key sk-abcdefgh12345 leaked?")
+        assert refused.value.code == "JOB_NOT_ACTIVE" and refused.value.job_gone
+        assert api.heartbeat("job_1") == Beat(lock_until_ms=1700000000123, cancel_requested=True)
+    finally:
+        stub.shutdown()
+    method, path, headers, body = stub.seen[0]
+    assert (method, path) == ("POST", "/internal/runtime/jobs/claim")
+    assert headers["Authorization"] == "Bearer tok-123" and headers["x-runtime-instance-id"] == "rt-9"
+    assert json.loads(body) == {"capabilities": ["quiz_generation"], "limit": 3}
+    assert "sk-abcdefgh12345" not in stub.seen[3][3]  # an error message leaves with keys masked
+    with pytest.raises(ApiUnavailable):
+        InternalApi(f"http://127.0.0.1:{free_port()}", "t", "rt").claim(["quiz_generation"], 1)
 
 
 # --- a job against a scripted internal API -----------------------------------------------------
