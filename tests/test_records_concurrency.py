@@ -8,7 +8,9 @@ import threading
 import pytest
 from django.db import connection
 
+from ai_jobs import records
 from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
+from learning.models import KnowledgeBase
 from tests.conftest import RuntimeClient
 from tests.learning_factories import KnowledgeBaseFactory
 from tests.test_records import kb_job, quiz
@@ -25,7 +27,14 @@ def _postgres_and_eager(settings) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = True
 
 
-def test_concurrent_identical_quiz_results_publish_each_question_once():
+@pytest.mark.parametrize("lock", [True, False], ids=["knowledge-base-locked", "unique-constraint-only"])
+def test_concurrent_identical_quiz_results_publish_each_question_once(lock, monkeypatch):
+    if not lock:  # the constraint and ON CONFLICT DO NOTHING alone must also hold
+        monkeypatch.setattr(
+            records,
+            "_knowledge_base_locked",
+            lambda job: KnowledgeBase.objects.filter(id=job.target_id, user_id=job.user_id).first(),
+        )
     knowledge_base = KnowledgeBaseFactory()
     stems = [f"Question {n}?" for n in range(20)]
     jobs = [kb_job(knowledge_base) for _ in range(RESULTS)]
