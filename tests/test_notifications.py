@@ -184,3 +184,26 @@ def test_marking_read_needs_a_signed_in_user_and_post(user):
     notice = notice_of(user)
     assert APIClient().post(f"/ai/notifications/{notice.id}/read").status_code == 401
     assert user_client(user).get(f"/ai/notifications/{notice.id}/read").status_code == 405
+
+
+def test_the_runtimes_final_failure_and_the_reapers_timeout_notify_the_user(
+    runtime, user, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from ai_jobs import services
+    from ai_jobs.models import AiRuntimeJob
+
+    with django_capture_on_commit_callbacks(execute=True):
+        retried = JobFactory(user=user)
+        runtime.lock(retried.id)
+        runtime.fail(retried.id, 1, "MODEL_TIMEOUT")  # back to pending: no notice yet
+        final = JobFactory(user=user)
+        runtime.lock(final.id)
+        runtime.fail(final.id, 1, "MODEL_JSON_PARSE_FAILED")
+        timed_out = JobFactory(user=user, max_retry_count=0)
+        runtime.lock(timed_out.id)
+        AiRuntimeJob.objects.filter(id=timed_out.id).update(lock_until=timezone.now() - timezone.timedelta(seconds=1))
+        services.jobs_reap()
+    notices = dict(Notification.objects.values_list("job_id", "data"))
+    assert notices == {final.id: {"errorCode": "MODEL_JSON_PARSE_FAILED"}, timed_out.id: {"errorCode": "JOB_TIMEOUT"}}

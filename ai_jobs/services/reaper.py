@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ai_jobs import transitions
+from ai_jobs.notifications import notify_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,11 @@ def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
             if not ids:
                 break
             totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
-            totals.update(transitions.settle_expired(job_ids=ids, now=now).values())
+            settled = transitions.settle_expired(job_ids=ids, now=now)
+            totals.update(settled.values())
+            for job_id, status in settled.items():
+                if status == "failed":
+                    notify_after_commit(job_id)
         cursor = ids[-1]
         if len(ids) < batch:
             break

@@ -26,6 +26,7 @@ from ai_jobs.models import (
     ApiKeyMode,
     JobStatus,
 )
+from ai_jobs.notifications import notify_after_commit
 from ai_jobs.records import result_persist
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
@@ -255,6 +256,8 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
         raise _refuse(job_id, instance_id, attempt_no)
     if moved.api_key_mode == ApiKeyMode.PLATFORM_KEY and code.code in quotas.MODEL_FAILURE_CODES:
         quotas.breaker_record_failure()
+    if moved.status == JobStatus.FAILED:
+        notify_after_commit(job_id)
     return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)
 
 
