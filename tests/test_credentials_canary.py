@@ -19,13 +19,13 @@ from celery.signals import before_task_publish
 from django.core import mail
 from django.db import connection
 from django.test import Client, RequestFactory
-from django.urls import Resolver404, resolve
 from django.views.debug import ExceptionReporter
 from rest_framework_simplejwt.tokens import AccessToken
 
+from ai_jobs.models import AiRuntimeJob
 from credentials import crypto
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import JobFactory, UserFactory
+from tests.factories import UserFactory
 from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     Provider,
     client_for,
@@ -59,14 +59,6 @@ def celery_messages() -> Iterator[list[str]]:
     before_task_publish.connect(record, weak=False)
     yield published
     before_task_publish.disconnect(record)
-
-
-def _route_exists(path: str) -> bool:
-    try:
-        resolve(path)
-    except Resolver404:
-        return False
-    return True
 
 
 def _text(response: Any) -> str:
@@ -113,23 +105,20 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
     assert keep("test 500", client.post(url(cred_id, "test")), 200).json()["httpStatus"] == 500
     keep("bad update", client.put(url(cred_id), {"apiKey": second + " trailing words"}, format="json"), 400)
 
-    # POST /ai/jobs names the credential by id (contract §4): its answer must not carry the key.
-    # Built by another engineer; exercised as soon as the route exists.
-    if _route_exists("/ai/jobs"):
-        job_body = {
-            "jobType": "learning_state_analysis",
-            "targetType": "user",
-            "targetId": str(user.pk),
-            "apiKeyMode": "user_deepseek_key",
-            "credentialId": cred_id,
-            "idempotencyKey": "canary",
-        }
-        answer = client.post("/ai/jobs", job_body, format="json")
-        keep("create job", answer, answer.status_code)
-        assert answer.status_code < 500, answer.content[:300]
+    # POST /ai/jobs names the credential by id (contract §4): its answer must not carry the key,
+    # and the job it makes is the one the runtime resolves.
+    job_body = {
+        "jobType": "learning_state_analysis",
+        "targetType": "user",
+        "targetId": str(user.pk),
+        "apiKeyMode": "user_deepseek_key",
+        "credentialId": cred_id,
+        "idempotencyKey": "canary",
+    }
+    answer = keep("create job", client.post("/ai/jobs", job_body, format="json"), 201)
+    job = AiRuntimeJob.objects.get(id=answer.json()["jobId"])
 
     # The runtime's resolve: the holder gets the key, anyone else does not.
-    job = JobFactory(user=user, api_key_mode="user_deepseek_key", credential_id=cred_id)
     keep("lock", runtime.lock(job.id), 200)
     keep("resolve by another runtime", other_runtime.post(f"jobs/{job.id}/credential"), 409)
     resolved = runtime.post(f"jobs/{job.id}/credential")
