@@ -90,8 +90,9 @@ def test_a_rate_limited_model_call_is_retried_and_the_job_succeeds(start_runtime
     done = final(job)
     assert done.status == "succeeded"
     assert done.retry_count == 1 and done.attempt_no == 2
-    codes = list(AiInvocationLog.objects.filter(job=done).order_by("attempt_no").values_list("error_code", flat=True))
-    assert codes == ["MODEL_RATE_LIMIT", None]
+    logs = AiInvocationLog.objects.filter(job=done).order_by("attempt_no")
+    wait_for(lambda: logs.count() == 2, what="both attempts' invocation logs")  # sent after the result
+    assert list(logs.values_list("error_code", flat=True)) == ["MODEL_RATE_LIMIT", None]
 
 
 @pytest.mark.parametrize(
