@@ -101,11 +101,15 @@ class JobRun:
             self._send_invocation_logs()
             self.runtime._finished(self, outcome)
 
-    def checkpoint(self, *, deadline: bool = True) -> None:
+    def checkpoint(self, *, holding_answer: bool = False) -> None:
+        """Raise if the attempt must end here. With the model's answer in hand, only
+        a lost lease or a cancellation stop it: the rest is worth submitting."""
         if self.lost:
             raise _Abandon("lease lost")
         if self.cancel_requested:
             raise _Stop(RuntimeErrorCode.JOB_CANCELLED, "Cancellation requested; stopped at the next checkpoint")
+        if holding_answer:
+            return
         if self.shutdown:
             # Seed 002 has no shutdown code; MODEL_TIMEOUT is the retryable one that
             # says what happened: the work did not finish in the time it was given.
@@ -114,7 +118,7 @@ class JobRun:
                 f"Runtime {self.runtime.config.instance_id} shut down before the job finished "
                 f"(grace {self.runtime.config.grace_seconds:g}s)",
             )
-        if deadline and time.monotonic() > self.deadline:
+        if time.monotonic() > self.deadline:
             raise _Stop(
                 RuntimeErrorCode.JOB_TIMEOUT, f"The job ran past its timeoutSeconds ({self.job.timeout_seconds}s)"
             )
@@ -151,7 +155,7 @@ class JobRun:
         )
         model_name = credential.model_name or job.model_name
         call = self._call_model(credential, prompt, model_name)
-        self.checkpoint(deadline=False)  # an answer in hand is worth submitting
+        self.checkpoint(holding_answer=True)
 
         usage = call.usage or Usage()
         cost = cost_cents(model_name, usage)
