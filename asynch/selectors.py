@@ -42,3 +42,12 @@ def stats_list(
     if model_name:
         rows = rows.filter(model_name=model_name)
     return rows
+
+
+def queue_order(*, model_name: str, limit: int = 100) -> list[str]:
+    """Ids of the model's queued tasks in the order workers take them."""
+    return list(
+        AsynchTask.objects.filter(model_name=model_name, state=0)
+        .order_by("priority", "enqueue_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )

@@ -38,6 +38,23 @@ end
 return 0
 """
 
+# Several tokens of one key at once: as many as fit, in order; returns how many.
+_ACQUIRE_MANY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local lease = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local got = 0
+for i = 3, #ARGV do
+  if redis.call('ZCARD', KEYS[1]) >= limit then break end
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+  got = got + 1
+end
+if got > 0 then redis.call('PEXPIRE', KEYS[1], lease * 2) end
+return got
+"""
+
 _RENEW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -66,6 +83,8 @@ def semaphore_key(tenant_id: str, model_name: str) -> str:
 class Semaphore(Protocol):
     def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool: ...
 
+    def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int: ...
+
     def renew(self, slots: Iterable[tuple[str, str]], *, lease_seconds: float) -> list[bool]: ...
 
     def release(self, key: str, *, token: str) -> None: ...
@@ -80,10 +99,17 @@ class RedisSemaphore:
         self.client = redis.Redis.from_url(url)
         self._acquire = self.client.register_script(_ACQUIRE)
         self._renew = self.client.register_script(_RENEW)
+        self._acquire_many = self.client.register_script(_ACQUIRE_MANY)
         self._holders = self.client.register_script(_HOLDERS)
 
     def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool:
         return bool(self._acquire(keys=[key], args=[limit, token, int(lease_seconds * 1000)]))
+
+    def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int:
+        """The first tokens that fit get a slot; returns how many did."""
+        if not tokens:
+            return 0
+        return int(self._acquire_many(keys=[key], args=[limit, int(lease_seconds * 1000), *tokens]))
 
     def renew(self, slots: Iterable[tuple[str, str]], *, lease_seconds: float) -> list[bool]:
         slots = list(slots)
@@ -144,6 +170,21 @@ class FileSemaphore:
 
         return self._update(change)
 
+    def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int:
+        def change(state: dict[str, dict[str, float]], now: float) -> int:
+            held = state.setdefault(key, {})
+            got = 0
+            for token in tokens:
+                if len(held) >= limit:
+                    break
+                held[token] = now + lease_seconds
+                got += 1
+            if not held:
+                del state[key]
+            return got
+
+        return self._update(change) if tokens else 0
+
     def renew(self, slots: Iterable[tuple[str, str]], *, lease_seconds: float) -> list[bool]:
         slots = list(slots)
 
@@ -179,3 +220,28 @@ def _semaphore(redis_url: str, path: str) -> Semaphore:
 def get_semaphore() -> Semaphore:
     redis_url = settings.ASYNCH_SEMAPHORE_REDIS_URL
     return _semaphore(redis_url, str(settings.VAR_DIR / "asynch-semaphore.json"))
+
+
+# --- the wake-up flag ------------------------------------------------------------------------
+# "A drain has been asked for": set by createTask's kick, cleared by the drain. On the
+# semaphore's Redis (one client, no per-call setup) or, embedded, the Django cache.
+
+
+def flag_set(key: str, *, ttl_seconds: int) -> bool:
+    """Set the flag unless it is set; True when this call set it."""
+    semaphore = get_semaphore()
+    if isinstance(semaphore, RedisSemaphore):
+        return bool(semaphore.client.set(key, 1, nx=True, ex=ttl_seconds))
+    from django.core.cache import cache
+
+    return bool(cache.add(key, 1, timeout=ttl_seconds))
+
+
+def flag_clear(key: str) -> None:
+    semaphore = get_semaphore()
+    if isinstance(semaphore, RedisSemaphore):
+        semaphore.client.delete(key)
+        return
+    from django.core.cache import cache
+
+    cache.delete(key)

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from asynch import crypto, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
+from asynch.semaphore import flag_set
 from asynch.storage import delete_quietly, get_storage
 from config.errors import DomainError, ErrorCode
+from config.ids import new_id
 
 logger = logging.getLogger(__name__)
 
@@ -147,40 +148,44 @@ def task_create(
     creator: str = "",
     forward_headers: dict[str, str] | None = None,
 ) -> AsynchTask:
-    """Queue a task (seed 003 §2, step 2). The queue limit is approximate, as the
-    seed says: counted, then inserted, without a lock that would serialise creates."""
-    model = AsynchModel.objects.filter(model_name=model_name).only("enabled", "queue_limit").first()
-    if model is None:
-        raise _not_found(model_name)
-    if not model.enabled:
-        raise DomainError(ErrorCode.MODEL_DISABLED, f"Model {model_name} is disabled")
-    if model.queue_limit:
-        # Count at most queue_limit rows: the cost stays bounded however long the queue.
-        queued = (
-            AsynchTask.objects.filter(model_name=model_name, state=TaskState.QUEUED)
-            .values("id")[: model.queue_limit]
-            .count()
-        )
-        if queued >= model.queue_limit:
-            raise DomainError(
-                ErrorCode.QUEUE_LIMIT_EXCEEDED, f"Model {model_name} has {queued} queued tasks, its queueLimit"
-            )
+    """Queue a task (seed 003 §2, step 2): one statement checks the model and its
+    queue limit and inserts; only when it inserts nothing is the reason looked up."""
     headers = {k: v for k, v in (forward_headers or {}).items() if v}
     encrypted = crypto.encrypt(json.dumps(headers)) if headers and get_storage().captures_headers else None
-    now = timezone.now()
-    task = AsynchTask.objects.create(
+    task = AsynchTask(
+        id=new_id("task"),
         tenant=tenant,
         model_name=model_name,
         request_payload=request_payload,
         biz_name=biz_name,
         creator=creator,
         forward_headers_encrypted=encrypted,
-        enqueue_at=now,
-        created_at=now,
-        updated_at=now,
     )
+    task.enqueue_at = task.created_at = task.updated_at = timezone.now()
+    if not transitions.enqueue(
+        task_id=task.id,
+        tenant_id=tenant.id,
+        model_name=model_name,
+        request_payload=request_payload,
+        biz_name=biz_name,
+        creator=creator,
+        forward_headers_encrypted=encrypted,
+        now=task.created_at,
+    ):
+        raise _refused(model_name)
     transaction.on_commit(worker_kick)
     return task
+
+
+def _refused(model_name: str) -> DomainError:
+    model = AsynchModel.objects.filter(model_name=model_name).only("enabled", "queue_limit").first()
+    if model is None:
+        return _not_found(model_name)
+    if not model.enabled:
+        return DomainError(ErrorCode.MODEL_DISABLED, f"Model {model_name} is disabled")
+    return DomainError(
+        ErrorCode.QUEUE_LIMIT_EXCEEDED, f"Model {model_name} has {model.queue_limit} queued tasks, its queueLimit"
+    )
 
 
 def worker_kick() -> None:
@@ -191,7 +196,7 @@ def worker_kick() -> None:
         return
     timeout = max(5, int(settings.ASYNCH_WORKER_POLL_INTERVAL * 10))
     try:
-        if not cache.add(KICK_KEY, 1, timeout=timeout):
+        if not flag_set(KICK_KEY, ttl_seconds=timeout):
             return
         from asynch.tasks import work
 

@@ -15,12 +15,13 @@ PostgreSQL and SQLite alike (``RETURNING`` included); times are passed in.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
 
-from asynch.models import AsynchTask
+from asynch.models import AsynchModel, AsynchTask
 
 TABLE = AsynchTask._meta.db_table
 
@@ -51,14 +52,81 @@ def _skip_locked() -> str:
     return " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
 
 
+# --- creating ----------------------------------------------------------------------------
+
+
+def enqueue(
+    *,
+    task_id: str,
+    tenant_id: str,
+    model_name: str,
+    request_payload: dict[str, Any],
+    biz_name: str,
+    creator: str,
+    forward_headers_encrypted: str | None,
+    now: dt.datetime,
+) -> bool:
+    """→ 0: insert the task, in ONE statement, only if its model exists, is enabled
+    and has fewer than ``queue_limit`` queued tasks (0: no limit). The count and the
+    insert are not serialised, so the limit is approximate, as the seed says."""
+    payload = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    models_table = AsynchModel._meta.db_table
+    return (
+        _execute(
+            f"INSERT INTO {TABLE} (id, tenant_id, creator, biz_name, model_name, request_payload, state, priority, "
+            "enqueue_at, retry_count, attempt_no, locked_by, forward_headers_encrypted, created_at, updated_at) "
+            f"SELECT %s, %s, %s, %s, m.model_name, {payload}, 0, 1, %s, 0, 0, '', %s, %s, %s FROM {models_table} m "
+            "WHERE m.model_name = %s AND m.enabled AND CASE WHEN m.queue_limit = 0 THEN TRUE ELSE "
+            f"(SELECT count(*) FROM {TABLE} q WHERE q.state = 0 AND q.model_name = m.model_name) < m.queue_limit END",
+            [
+                task_id,
+                tenant_id,
+                creator,
+                biz_name,
+                json.dumps(request_payload),
+                now,
+                forward_headers_encrypted,
+                now,
+                now,
+                model_name,
+            ],
+        )
+        == 1
+    )
+
+
 # --- the worker ---------------------------------------------------------------------------
 
 
-def queued_candidates(
-    *, model_names: Sequence[str], exclude: Sequence[tuple[str, str]], limit: int
-) -> list[tuple[str, str, str]]:
-    """(id, tenant, model) of the first queued tasks of the given models in queue order,
-    row-locked for the caller's transaction; rows another worker is taking are skipped."""
+def claim(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime, lease_until: dt.datetime) -> list[AsynchTask]:
+    """0 → 1 for the given tasks still queued; ``attempt_no + 1``."""
+    if not task_ids:
+        return []
+    sql = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN ({_in(task_ids)}) RETURNING *"
+    params = [worker_id, lease_until, now, now, *task_ids]
+    return list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+
+
+_CLAIM_SET = (
+    "state = 1, attempt_no = attempt_no + 1, locked_by = %s, lease_until = %s, started_at = %s, "
+    "finished_at = NULL, updated_at = %s"
+)
+
+
+def claim_next(
+    *,
+    model_names: Sequence[str],
+    exclude: Sequence[tuple[str, str]],
+    limit: int,
+    worker_id: str,
+    now: dt.datetime,
+    lease_until: dt.datetime,
+) -> list[AsynchTask]:
+    """0 → 1 for the first ``limit`` queued tasks of the given models, in queue
+    order, skipping the (tenant, model) pairs in ``exclude``: ONE statement, the pick
+    under ``FOR UPDATE SKIP LOCKED`` so any number of workers never take one task
+    twice. A materialized CTE applies the LIMIT once (``id IN (SELECT ... LIMIT)``
+    may be planned as a join that takes more rows)."""
     if not model_names or limit <= 0:
         return []
     params: list[Any] = list(model_names)
@@ -67,23 +135,15 @@ def queued_candidates(
         excluded = " AND NOT (" + " OR ".join(["(tenant_id = %s AND model_name = %s)"] * len(exclude)) + ")"
         for tenant_id, model_name in exclude:
             params += [tenant_id, model_name]
-    return _rows(
-        f"SELECT id, tenant_id, model_name FROM {TABLE} WHERE state = 0 AND model_name IN ({_in(model_names)})"
-        f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}",
-        [*params, limit],
-    )
-
-
-def claim(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime, lease_until: dt.datetime) -> list[AsynchTask]:
-    """0 → 1 for the given (already row-locked) tasks; ``attempt_no + 1``."""
-    if not task_ids:
-        return []
     sql = (
-        f"UPDATE {TABLE} SET state = 1, attempt_no = attempt_no + 1, locked_by = %s, lease_until = %s, "
-        f"started_at = %s, finished_at = NULL, updated_at = %s WHERE state = 0 AND id IN ({_in(task_ids)}) RETURNING *"
+        f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({_in(model_names)})"
+        f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
+        f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *"
     )
-    params = [worker_id, lease_until, now, now, *task_ids]
-    return list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+    params = [*params, limit, worker_id, lease_until, now, now]
+    tasks = list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+    tasks.sort(key=lambda task: (task.priority, task.enqueue_at, task.id))
+    return tasks
 
 
 def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.datetime, now: dt.datetime) -> int:
@@ -121,13 +181,14 @@ def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int 
 
 
 def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int:
-    """1 → 0 without a model call (the worker could not start them): back to their
-    place in the queue, the attempt not counted as a retry."""
+    """1 → 0 for claimed tasks the worker could not start (no semaphore slot): back
+    to their place in the queue (``enqueue_at`` and ``priority`` untouched), the
+    attempt undone."""
     if not task_ids:
         return 0
     return _execute(
-        f"UPDATE {TABLE} SET state = 0, lease_until = NULL, started_at = NULL, updated_at = %s "
-        f"WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
+        f"UPDATE {TABLE} SET state = 0, attempt_no = attempt_no - 1, locked_by = '', lease_until = NULL, "
+        f"started_at = NULL, updated_at = %s WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
         [now, worker_id, *task_ids],
     )
 

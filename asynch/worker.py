@@ -33,20 +33,20 @@ from typing import Any
 
 import requests
 from django.conf import settings
-from django.core.cache import cache
-from django.db import close_old_connections, connection, connections, transaction
+from django.db import close_old_connections, connection, connections
 from django.utils import timezone
 
 from asynch import crypto, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchTask
-from asynch.semaphore import get_semaphore, semaphore_key
+from asynch.semaphore import flag_clear, get_semaphore, semaphore_key
 from asynch.services import KICK_KEY, model_api_key, stat_count_call, worker_kick
 from asynch.storage import ResultFile, StorageError, get_storage
 
 logger = logging.getLogger(__name__)
 
 _drain_lock = threading.Lock()
+_more = threading.Event()
 _local = threading.local()
 
 
@@ -94,57 +94,49 @@ def _model_calls() -> dict[str, ModelCall]:
     return calls
 
 
-def tasks_claim(*, calls: dict[str, ModelCall], limit: int, worker_id: str) -> list[Claimed]:
+def tasks_claim(
+    *, calls: dict[str, ModelCall], limit: int, worker_id: str, saturated: set[tuple[str, str]] | None = None
+) -> list[Claimed]:
     """Claim up to ``limit`` queued tasks, each with a semaphore slot of its
-    (tenant, model). Rows are locked (SKIP LOCKED) while the slots are taken, then
-    moved 0 → 1 in one statement, all in one short transaction."""
+    (tenant, model): one statement moves the first queued tasks 0 → 1 (SKIP LOCKED),
+    then one script per (tenant, model) takes as many slots as are free; tasks left
+    without a slot go straight back to their place in the queue, and their pair is
+    added to ``saturated`` so the next claims look past it."""
+    saturated = set() if saturated is None else saturated
     semaphore = get_semaphore()
     lease = settings.ASYNCH_LEASE_SECONDS
-    saturated: list[tuple[str, str]] = []
-    picked: dict[str, tuple[str, str]] = {}  # task id → (slot key, token)
-    model_of: dict[str, str] = {}
+    now = timezone.now()
+    tasks = transitions.claim_next(
+        model_names=list(calls),
+        exclude=sorted(saturated),
+        limit=limit,
+        worker_id=worker_id,
+        now=now,
+        lease_until=now + dt.timedelta(seconds=lease),
+    )
+    by_pair: dict[tuple[str, str], list[AsynchTask]] = {}
+    for task in tasks:
+        by_pair.setdefault((task.tenant_id, task.model_name), []).append(task)
+    claimed: list[Claimed] = []
+    unslotted: list[str] = []
     try:
-        with transaction.atomic():
-            for _ in range(3):  # a saturated head of the queue must not starve the rest
-                want = limit - len(picked)
-                if want <= 0:
-                    break
-                rows = transitions.queued_candidates(model_names=list(calls), exclude=saturated, limit=want * 2)
-                if not rows:
-                    break
-                full_before = len(saturated)
-                for task_id, tenant_id, model_name in rows:
-                    if len(picked) >= limit or task_id in picked:
-                        break
-                    if (tenant_id, model_name) in saturated:
-                        continue
-                    key = semaphore_key(tenant_id, model_name)
-                    token = uuid.uuid4().hex
-                    if semaphore.acquire(
-                        key, limit=calls[model_name].max_concurrency, token=token, lease_seconds=lease
-                    ):
-                        picked[task_id] = (key, token)
-                        model_of[task_id] = model_name
-                    else:
-                        saturated.append((tenant_id, model_name))
-                if len(saturated) == full_before:
-                    break  # nothing new is full: more rounds would see the same rows
-            now = timezone.now()
-            tasks = transitions.claim(
-                task_ids=list(picked), worker_id=worker_id, now=now, lease_until=now + dt.timedelta(seconds=lease)
-            )
+        for (tenant_id, model_name), group in by_pair.items():
+            key = semaphore_key(tenant_id, model_name)
+            tokens = [uuid.uuid4().hex for _ in group]
+            call = calls[model_name]
+            got = semaphore.acquire_many(key, limit=call.max_concurrency, tokens=tokens, lease_seconds=lease)
+            slotted = zip(group[:got], tokens[:got], strict=True)
+            claimed += [Claimed(task=task, call=call, slot_key=key, slot_token=token) for task, token in slotted]
+            if got < len(group):
+                saturated.add((tenant_id, model_name))
+                unslotted += [task.id for task in group[got:]]
     except BaseException:
-        for key, token in picked.values():
-            semaphore.release(key, token=token)
+        for item in claimed:
+            semaphore.release(item.slot_key, token=item.slot_token)
+        transitions.release(task_ids=[task.id for task in tasks], worker_id=worker_id, now=timezone.now())
         raise
-    claimed_ids = {task.id for task in tasks}
-    for task_id, (key, token) in picked.items():
-        if task_id not in claimed_ids:  # cannot happen with the rows locked; never leak a slot
-            semaphore.release(key, token=token)
-    return [
-        Claimed(task=task, call=calls[model_of[task.id]], slot_key=picked[task.id][0], slot_token=picked[task.id][1])
-        for task in tasks
-    ]
+    transitions.release(task_ids=unslotted, worker_id=worker_id, now=timezone.now())
+    return claimed
 
 
 def _session() -> requests.Session:
@@ -276,15 +268,25 @@ def worker_id() -> str:
 
 def tasks_drain(*, budget_seconds: float | None = None) -> Counter[str]:
     """Run queued tasks until none is left that this process may run, or the budget
-    (``ASYNCH_WORKER_DRAIN_SECONDS``) is spent, in which case another drain is queued."""
+    (``ASYNCH_WORKER_DRAIN_SECONDS``) is spent, in which case another drain is queued.
+
+    One drain per process: a kick that finds one running leaves ``_more`` set, and
+    the running drain, which checks it after releasing the lock, goes round again,
+    so no kick is ever swallowed."""
     totals: Counter[str] = Counter()
-    if not settings.ASYNCH_WORKER_ENABLED or not _drain_lock.acquire(blocking=False):
+    if not settings.ASYNCH_WORKER_ENABLED:
         return totals
-    try:
-        cache.delete(KICK_KEY)  # from now on a new task wakes a drain again
-        _drain(totals, budget_seconds if budget_seconds is not None else settings.ASYNCH_WORKER_DRAIN_SECONDS)
-    finally:
-        _drain_lock.release()
+    budget = budget_seconds if budget_seconds is not None else settings.ASYNCH_WORKER_DRAIN_SECONDS
+    _more.set()
+    while _more.is_set():
+        if not _drain_lock.acquire(blocking=False):
+            return totals  # the drain holding the lock sees _more
+        try:
+            _more.clear()
+            flag_clear(KICK_KEY)  # from now on a new task wakes a drain again
+            _drain(totals, budget)
+        finally:
+            _drain_lock.release()
     return totals
 
 
@@ -319,6 +321,9 @@ def _drain(totals: Counter[str], budget_seconds: float) -> None:
     calls: dict[str, ModelCall] = {}
     calls_read = float("-inf")
     out_of_time = False
+    last_look = False
+    saturated: set[tuple[str, str]] = set()
+    saturated_at = time.monotonic()
     try:
         while True:
             free = size - len(running)
@@ -327,7 +332,11 @@ def _drain(totals: Counter[str], budget_seconds: float) -> None:
             if free > 0 and not out_of_time:
                 if time.monotonic() - calls_read > poll:  # configs change rarely: read once per poll
                     calls, calls_read = _model_calls(), time.monotonic()
-                claimed = tasks_claim(calls=calls, limit=min(free, settings.ASYNCH_WORKER_BATCH_SIZE), worker_id=me)
+                if time.monotonic() - saturated_at > poll:  # a slot elsewhere may have freed up
+                    saturated, saturated_at = set(), time.monotonic()
+                claimed = tasks_claim(
+                    calls=calls, limit=min(free, settings.ASYNCH_WORKER_BATCH_SIZE), worker_id=me, saturated=saturated
+                )
                 for item in claimed:
                     if len(threads) < size:
                         thread = threading.Thread(target=_call_thread, args=(inbox, outbox), daemon=True)
@@ -339,16 +348,23 @@ def _drain(totals: Counter[str], budget_seconds: float) -> None:
                 if claimed and len(claimed) == free and not woke_another:
                     worker_kick()  # every thread is busy and more may wait: let another process join
                     woke_another = True
+            if claimed:
+                last_look = False
             if not running:
-                break
+                if last_look:
+                    break
+                # Looks empty. Clear the kick flag, then look once more: a task committed
+                # before the clear is seen now, one committed after it sends a new kick.
+                flag_clear(KICK_KEY)
+                last_look = True
+                continue
             try:
                 item, outcome = outbox.get(timeout=poll if len(running) < size else beat_every)
-                running.pop(item.task.id, None)
-                totals[outcome] += 1
                 while True:  # collect every other call that finished meanwhile
-                    item, outcome = outbox.get_nowait()
                     running.pop(item.task.id, None)
+                    saturated.discard((item.task.tenant_id, item.task.model_name))  # its slot is free now
                     totals[outcome] += 1
+                    item, outcome = outbox.get_nowait()
             except queue.Empty:
                 pass
             if time.monotonic() - last_beat >= beat_every and running:

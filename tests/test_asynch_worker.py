@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from asynch import crypto, services, transitions, worker
+from asynch import crypto, selectors, services, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
 from asynch.semaphore import FileSemaphore, RedisSemaphore, get_semaphore, semaphore_key
 from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
@@ -143,7 +143,7 @@ def test_a_failed_task_with_retries_left_is_never_deleted(biz, model_server):
 
 
 def _queue_order(model_name: str = "model-service") -> list[str]:
-    return [row[0] for row in transitions.queued_candidates(model_names=[model_name], exclude=[], limit=50)]
+    return selectors.queue_order(model_name=model_name)
 
 
 def _fail_first_then_queue_two(biz, model_server, **model_fields) -> tuple[str, str, str]:
