@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from ai_jobs import output_schemas, services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
@@ -80,6 +81,49 @@ def test_each_job_type_goes_from_created_to_succeeded_with_its_result_stored(sta
     assert len(questions) == 3
     assert len(AiRuntimeResult.objects.get(job=jobs[4]).output["flashcards"]) == 4
     assert PLATFORM_KEY not in caplog.text
+
+
+RECORDS = {
+    "learning_state_analysis": "analyses",
+    "weak_point_analysis": "weak-points",
+    "next_action_planning": "recommendations",
+    "quiz_generation": "quizzes",
+    "flashcard_generation": "flashcards",
+}
+
+
+def test_jobs_created_through_the_user_api_end_with_their_records(api_server, start_runtime, standin, settings):
+    # The server checks passwords with Django's default hashers, not the tests' fast MD5.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = UserFactory(password="pw-e2e-123456")
+    session = requests.Session()
+    login = session.post(f"{api_server}/auth/token", json={"username": user.username, "password": "pw-e2e-123456"})
+    assert login.status_code == 200, login.text
+    session.headers["Authorization"] = f"Bearer {login.json()['access']}"
+    kb = session.post(f"{api_server}/learning/knowledge-bases", json={"name": "Fractions", "description": "Parts"})
+    assert kb.status_code == 201, kb.text
+    job_ids = {}
+    for job_type, kind in RECORDS.items():
+        on_kb = job_type in ("quiz_generation", "flashcard_generation")
+        body = {
+            "jobType": job_type,
+            "targetType": "knowledge_base" if on_kb else "user",
+            "targetId": kb.json()["id"] if on_kb else str(user.pk),
+            "apiKeyMode": "platform_key",
+            "idempotencyKey": uuid.uuid4().hex,
+            **({"questionCount": 3, "cardCount": 3} if on_kb else {}),
+        }
+        created = session.post(f"{api_server}/ai/jobs", json=body)
+        assert created.status_code == 201, created.text
+        job_ids[kind] = created.json()["jobId"]
+    start_runtime("rt-a")
+    start_runtime("rt-b")
+    for kind, job_id in job_ids.items():
+        done = final(AiRuntimeJob(id=job_id))
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert session.get(f"{api_server}/ai/jobs/{job_id}").json()["status"] == "succeeded"
+        records = session.get(f"{api_server}/ai/{kind}", params={"jobId": job_id})
+        assert records.status_code == 200 and records.json()["results"], (kind, records.text)
 
 
 def test_a_rate_limited_model_call_is_retried_and_the_job_succeeds(start_runtime, standin):
