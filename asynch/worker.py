@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,8 +176,16 @@ def task_execute(claimed: Claimed) -> str:
     outcome: ``succeeded``, ``failed`` or ``lost`` (the attempt was taken away)."""
     _refresh_connections()
     task, call = claimed.task, claimed.call
+    released = False
+
+    def release_slot() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
+
     try:
-        return _execute(task, call)
+        return _execute(task, call, release_slot)
     except Exception as error:  # a bug must not leave the task running until its lease lapses
         logger.exception("asynch: task %s failed unexpectedly", task.id)
         moved = transitions.fail(
@@ -188,11 +197,11 @@ def task_execute(claimed: Claimed) -> str:
         )
         return "failed" if moved else "lost"
     finally:
-        get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
+        release_slot()
         _refresh_connections()
 
 
-def _execute(task: AsynchTask, call: ModelCall) -> str:
+def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]) -> str:
     payload = task.request_payload if isinstance(task.request_payload, dict) else {}
     request: dict[str, Any] = {"headers": call.headers, "timeout": call.timeout_seconds}
     if call.http_method == "GET":
@@ -210,6 +219,8 @@ def _execute(task: AsynchTask, call: ModelCall) -> str:
         error_message = f"The model service did not answer within {call.timeout_seconds}s"
     except requests.RequestException as error:
         error_message = f"The model service could not be reached: {type(error).__name__}"
+    finally:
+        release_slot()  # the slot bounds model calls; storing the answer needs none
     now = timezone.now()
     if response is None or response.status_code >= 400:
         if response is not None:
@@ -350,6 +361,11 @@ def _drain(totals: Counter[str], budget_seconds: float) -> None:
                     woke_another = True
             if claimed:
                 last_look = False
+            if not running and saturated and not out_of_time:
+                # Tasks wait whose (tenant, model) slots are all held elsewhere: poll
+                # until one frees, so this process takes its share.
+                time.sleep(poll)
+                continue
             if not running:
                 if last_look:
                     break

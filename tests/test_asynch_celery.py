@@ -122,8 +122,9 @@ def test_two_worker_processes_run_200_tasks_each_once_never_above_max_concurrenc
     model_server.behaviour = lambda call, i: (200, {"n": call.json["n"]}, 0.02)
     make_model(base_url=model_server.url, max_concurrency=3, queue_limit=0)
     biz = tenant_client("biz")
-    workers.start("w1")
-    workers.start("w2")
+    # Two call threads each: neither process alone can take all three slots.
+    workers.start("w1", ASYNCH_WORKER_CONCURRENCY="2")
+    workers.start("w2", ASYNCH_WORKER_CONCURRENCY="2")
     workers.wait_ready()
     ids = [biz.create_task("model-service", {"n": n}).json()["taskId"] for n in range(200)]
     _kick(2)
