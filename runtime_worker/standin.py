@@ -472,6 +472,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "Invalid JSON body", "type": "invalid_request_error"}})
             return
         if path == "/_standin/faults":
+            if not isinstance(body, dict) or not isinstance(body.get("faults", []), list):
+                self._send(400, {"error": {"message": 'Expected {"faults": [...]}', "type": "invalid_request_error"}})
+                return
             if body.get("replace"):
                 self.server.model.clear_faults()
             self.server.model.add_faults(list(body.get("faults") or []))

@@ -185,6 +185,24 @@ def test_output_that_is_not_json_fails_to_parse_and_a_fenced_one_is_accepted(sta
     assert parse_json_output('```json\n{"a": 1}\n```') == {"a": 1}
 
 
+def test_the_standin_takes_faults_over_its_control_endpoint_and_counts_requests(standin):
+    import requests
+
+    client = ModelClient()
+    assert requests.post(f"{standin.base_url}/_standin/faults", json=["not", "an", "object"]).status_code == 400
+    set_faults = requests.post(f"{standin.base_url}/_standin/faults", json={"faults": [{"status": 429, "times": 2}]})
+    assert set_faults.status_code == 200
+    for _ in range(2):
+        with pytest.raises(ModelError) as limited:
+            client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=5)
+        assert limited.value.code.code == "MODEL_RATE_LIMIT"
+    assert client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=5)
+    requests.post(f"{standin.base_url}/_standin/faults", json={"faults": [{"status": 500, "times": None}]})
+    assert requests.delete(f"{standin.base_url}/_standin/faults").status_code == 200
+    assert client.complete_json(_credential(standin.base_url), _prompt(), model_name="deepseek-chat", timeout=5)
+    assert requests.get(f"{standin.base_url}/_standin/stats").json()["job:learning_state_analysis"] == 4
+
+
 def test_the_standin_takes_faults_by_marker_and_only_for_matching_prompts(standin):
     client = ModelClient()
     standin.model.add_faults([{"status": 429, "match": "only-this-one"}])
