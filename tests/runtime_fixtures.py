@@ -7,13 +7,16 @@ Import the fixtures into a test module; its tests need
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +152,80 @@ def api_server(
             process.kill()
 
 
+class FlakyProxy(ThreadingHTTPServer):
+    """An HTTP proxy to the API that misbehaves on cue, for the calls whose path
+    ends with a suffix: ``"502"`` answers 502 itself (the API is down behind it),
+    ``"drop_before"`` closes the connection without forwarding, ``"drop_after"``
+    forwards the call and closes the connection instead of relaying the answer."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str, rules: list[tuple[str, str]]) -> None:
+        self.upstream = upstream
+        self.rules = list(rules)
+        self.seen: list[tuple[str, str, int | None]] = []
+        self._lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        threading.Thread(target=self.serve_forever, name="flaky-proxy", daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def take_rule(self, path: str) -> str | None:
+        with self._lock:
+            for index, (suffix, action) in enumerate(self.rules):
+                if path.endswith(suffix):
+                    del self.rules[index]
+                    return action
+        return None
+
+    def calls(self, suffix: str) -> list[tuple[str, str, int | None]]:
+        return [call for call in self.seen if call[1].endswith(suffix)]
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FlakyProxy
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        action = self.server.take_rule(self.path)
+        if action == "drop_before":
+            self.server.seen.append((self.command, self.path, None))
+            return self._drop()
+        if action == "502":
+            self.server.seen.append((self.command, self.path, 502))
+            self.send_response(502)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+        answer = requests.request(
+            self.command, self.server.upstream + self.path, data=body, headers=headers, timeout=30
+        )
+        self.server.seen.append((self.command, self.path, None if action == "drop_after" else answer.status_code))
+        if action == "drop_after":
+            return self._drop()
+        self.send_response(answer.status_code)
+        self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+        return None
+
+    do_GET = do_POST = _forward
+
+
 def runtime_config(api_url: str, instance_id: str, **overrides: Any) -> RuntimeConfig:
     values: dict[str, Any] = {
         "api_url": api_url,
@@ -171,7 +248,7 @@ def start_runtime(api_server: str) -> Iterator[Callable[..., Runtime]]:
     started: list[Runtime] = []
 
     def start(instance_id: str, **overrides: Any) -> Runtime:
-        runtime = Runtime(runtime_config(api_server, instance_id, **overrides))
+        runtime = Runtime(runtime_config(overrides.pop("api_url", api_server), instance_id, **overrides))
         runtime.start()
         started.append(runtime)
         return runtime

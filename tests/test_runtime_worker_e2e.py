@@ -190,6 +190,27 @@ def test_jobs_the_runtime_cannot_run_fail_with_their_codes(start_runtime, standi
     assert standin_requests(standin) == 0
 
 
+def test_a_result_the_api_did_not_take_or_whose_answer_was_lost_is_resent_and_stored_once(
+    api_server, start_runtime, standin
+):
+    # Down twice before the result reaches the server, then the answer of the one that did is lost.
+    proxy = runtime_fixtures.FlakyProxy(
+        api_server, [("/result", "502"), ("/result", "drop_before"), ("/result", "drop_after")]
+    )
+    try:
+        job = make_job()
+        runtime = start_runtime("rt-proxied", api_url=proxy.base_url)
+        wait_for(lambda: runtime.stats["succeeded"] == 1, what="the runtime to get its result through")
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert [status for _, _, status in proxy.calls("/result")] == [502, None, None, 200]
+    done = AiRuntimeJob.objects.get(id=job.id)
+    assert (done.status, done.attempt_no, done.retry_count) == ("succeeded", 1, 0)
+    assert AiRuntimeResult.objects.filter(job=done).count() == 1
+    assert not runtime.stats["abandoned"]
+
+
 def test_a_runtime_that_lost_its_lease_abandons_the_job_quietly(start_runtime, standin, caplog):
     caplog.set_level(logging.INFO, logger="runtime_worker")
     nonce = uuid.uuid4().hex
