@@ -31,7 +31,6 @@ run: venv
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
 		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
 		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT); \
-	mkdir -p "$${VAR_DIR:-var}/celery-broker" "$${VAR_DIR:-var}/celery-processed" && \
 	$(BIN)/python manage.py migrate --noinput -v0 && \
 	$(BIN)/python manage.py collectstatic --noinput -v0 && \
 	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \

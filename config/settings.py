@@ -146,6 +146,8 @@ if CELERY_BROKER_URL == "filesystem://":
         "processed_folder": str(VAR_DIR / "celery-processed"),
         "store_processed": False,
     }
+    for _folder in (_broker_dir, VAR_DIR / "celery-processed"):
+        _folder.mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -213,6 +215,7 @@ ASYNCH_PUBLIC_BASE_URL = env.str("ASYNCH_PUBLIC_BASE_URL", default="")
 OSS_UPLOAD_URL = env.str("OSS_UPLOAD_URL", default="")
 ASYNCH_OSS_TIMEOUT_SECONDS = env.float("ASYNCH_OSS_TIMEOUT_SECONDS", default=60.0)
 ASYNCH_STORAGE_ATTEMPTS = env.int("ASYNCH_STORAGE_ATTEMPTS", default=3)  # uploads retried without a new model call
+ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default=5.0)  # 0: look up every call
 
 # --- the reference runtime (contract §7) --------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
