@@ -133,7 +133,11 @@ def tenant_ensure(*, name: str, is_admin: bool = False) -> Tenant:
 
 
 def tenant_keys_revoke(*, key_ids: Sequence[str]) -> int:
-    return TenantApiKey.objects.filter(id__in=key_ids, revoked=False).update(revoked=True)
+    from asynch.api.authentication import forget_keys
+
+    revoked = TenantApiKey.objects.filter(id__in=key_ids, revoked=False).update(revoked=True)
+    forget_keys()  # this process at once; the others within ASYNCH_API_KEY_CACHE_SECONDS
+    return revoked
 
 
 # --- tasks ------------------------------------------------------------------------------------
@@ -254,22 +258,20 @@ def tasks_pickup(*, tenant: Tenant, task_ids: Sequence[str]) -> list[BatchItem]:
 # --- statistics --------------------------------------------------------------------------------
 
 
-def stat_count_call(*, tenant_id: str, creator: str, model_name: str, now: dt.datetime | None = None) -> None:
-    """One real model call, counted in one atomic upsert."""
+def stat_count_call(
+    *, tenant_id: str, creator: str, model_name: str, now: dt.datetime | None = None, calls: int = 1
+) -> None:
+    """Real model calls, counted in one atomic upsert (``calls`` < 0 takes back calls
+    counted for tasks that were then not called)."""
     now = now or timezone.now()
     table = AsynchModelStat._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (day, tenant_id, creator, model_name, request_count, updated_at) "
-            "VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT (day, tenant_id, creator, model_name) "
-            f"DO UPDATE SET request_count = {table}.request_count + 1, updated_at = excluded.updated_at",
-            [
-                now.date(),
-                tenant_id,
-                creator,
-                model_name,
-                connection.ops.adapt_datetimefield_value(now),
-            ],
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (day, tenant_id, creator, model_name) "
+            f"DO UPDATE SET request_count = {table}.request_count + excluded.request_count, "
+            "updated_at = excluded.updated_at",
+            [now.date(), tenant_id, creator, model_name, calls, connection.ops.adapt_datetimefield_value(now)],
         )
 
 
@@ -375,6 +377,8 @@ def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
             "deletedFailed",
         )
     )
+    if totals["retried"] or totals["promoted"]:
+        worker_kick()  # retries run now, not at the next poll
     # Files go after their rows' deletion committed: no row ever names a missing file.
     if files:
         totals["deletedFiles"] += delete_quietly(files)

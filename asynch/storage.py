@@ -72,8 +72,8 @@ class DjangoResultStorage:
     def save(self, result: ResultFile, *, forward_headers: dict[str, str]) -> str:
         name = f"asynch/{result.tenant_id}/{result.filename}"
         try:
-            if self.storage.exists(name):  # a retry replaces the earlier attempt's file
-                self.storage.delete(name)
+            # A name taken by an earlier attempt gets a suffix from the storage; that
+            # attempt's file went with it (a lost attempt deletes its own).
             return self.storage.save(name, ContentFile(result.content))
         except OSError as error:
             raise StorageError(f"Could not store the result: {error}") from error

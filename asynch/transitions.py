@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connection
 
-from asynch.models import AsynchModel, AsynchTask
+from asynch.models import AsynchModel, AsynchModelStat, AsynchTask
 
 TABLE = AsynchTask._meta.db_table
 
@@ -121,12 +121,16 @@ def claim_next(
     worker_id: str,
     now: dt.datetime,
     lease_until: dt.datetime,
+    count_calls: bool = False,
 ) -> list[AsynchTask]:
     """0 → 1 for the first ``limit`` queued tasks of the given models, in queue
     order, skipping the (tenant, model) pairs in ``exclude``: ONE statement, the pick
     under ``FOR UPDATE SKIP LOCKED`` so any number of workers never take one task
     twice. A materialized CTE applies the LIMIT once (``id IN (SELECT ... LIMIT)``
-    may be planned as a join that takes more rows)."""
+    may be planned as a join that takes more rows).
+
+    ``count_calls`` (PostgreSQL): the same statement counts the calls about to be
+    made in ``asynch_model_stat``, one upsert per (tenant, creator, model)."""
     if not model_names or limit <= 0:
         return []
     params: list[Any] = list(model_names)
@@ -135,12 +139,25 @@ def claim_next(
         excluded = " AND NOT (" + " OR ".join(["(tenant_id = %s AND model_name = %s)"] * len(exclude)) + ")"
         for tenant_id, model_name in exclude:
             params += [tenant_id, model_name]
-    sql = (
+    pick = (
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({_in(model_names)})"
         f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
-        f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *"
     )
+    update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *"
     params = [*params, limit, worker_id, lease_until, now, now]
+    if count_calls:
+        stat = AsynchModelStat._meta.db_table
+        sql = (
+            f"{pick}, claimed AS ({update}), counted AS (INSERT INTO {stat} "
+            "(day, tenant_id, creator, model_name, request_count, updated_at) "
+            "SELECT %s, tenant_id, creator, model_name, count(*), %s FROM claimed "
+            "GROUP BY tenant_id, creator, model_name ON CONFLICT (day, tenant_id, creator, model_name) "
+            f"DO UPDATE SET request_count = {stat}.request_count + excluded.request_count, "
+            "updated_at = excluded.updated_at) SELECT * FROM claimed"
+        )
+        params += [now.date(), now]
+    else:
+        sql = pick + update
     tasks = list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
     tasks.sort(key=lambda task: (task.priority, task.enqueue_at, task.id))
     return tasks

@@ -72,6 +72,7 @@ class Claimed:
     call: ModelCall
     slot_key: str
     slot_token: str
+    counted: bool = False  # the claim already counted the call in the statistics
 
 
 def _model_calls() -> dict[str, ModelCall]:
@@ -107,6 +108,8 @@ def tasks_claim(
     semaphore = get_semaphore()
     lease = settings.ASYNCH_LEASE_SECONDS
     now = timezone.now()
+    # On PostgreSQL the claim counts the calls it is about to make in the same statement.
+    counted = connection.vendor == "postgresql"
     tasks = transitions.claim_next(
         model_names=list(calls),
         exclude=sorted(saturated),
@@ -114,12 +117,13 @@ def tasks_claim(
         worker_id=worker_id,
         now=now,
         lease_until=now + dt.timedelta(seconds=lease),
+        count_calls=counted,
     )
     by_pair: dict[tuple[str, str], list[AsynchTask]] = {}
     for task in tasks:
         by_pair.setdefault((task.tenant_id, task.model_name), []).append(task)
     claimed: list[Claimed] = []
-    unslotted: list[str] = []
+    unslotted: list[AsynchTask] = []
     try:
         for (tenant_id, model_name), group in by_pair.items():
             key = semaphore_key(tenant_id, model_name)
@@ -127,17 +131,31 @@ def tasks_claim(
             call = calls[model_name]
             got = semaphore.acquire_many(key, limit=call.max_concurrency, tokens=tokens, lease_seconds=lease)
             slotted = zip(group[:got], tokens[:got], strict=True)
-            claimed += [Claimed(task=task, call=call, slot_key=key, slot_token=token) for task, token in slotted]
+            claimed += [
+                Claimed(task=task, call=call, slot_key=key, slot_token=token, counted=counted)
+                for task, token in slotted
+            ]
             if got < len(group):
                 saturated.add((tenant_id, model_name))
-                unslotted += [task.id for task in group[got:]]
+                unslotted += group[got:]
     except BaseException:
         for item in claimed:
             semaphore.release(item.slot_key, token=item.slot_token)
-        transitions.release(task_ids=[task.id for task in tasks], worker_id=worker_id, now=timezone.now())
+        _unclaim(tasks, worker_id, counted, now)
         raise
-    transitions.release(task_ids=unslotted, worker_id=worker_id, now=timezone.now())
+    _unclaim(unslotted, worker_id, counted, now)
     return claimed
+
+
+def _unclaim(tasks: list[AsynchTask], worker_id: str, counted: bool, claimed_at: dt.datetime) -> None:
+    """Back to the queue, uncalled: their calls are taken back out of the statistics."""
+    if not tasks:
+        return
+    transitions.release(task_ids=[task.id for task in tasks], worker_id=worker_id, now=timezone.now())
+    if counted:
+        groups = Counter((task.tenant_id, task.creator, task.model_name) for task in tasks)
+        for (tenant_id, creator, model_name), count in groups.items():
+            stat_count_call(tenant_id=tenant_id, creator=creator, model_name=model_name, now=claimed_at, calls=-count)
 
 
 def _session() -> requests.Session:
@@ -185,7 +203,7 @@ def task_execute(claimed: Claimed) -> str:
             get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
 
     try:
-        return _execute(task, call, release_slot)
+        return _execute(task, call, release_slot, claimed.counted)
     except Exception as error:  # a bug must not leave the task running until its lease lapses
         logger.exception("asynch: task %s failed unexpectedly", task.id)
         moved = transitions.fail(
@@ -201,16 +219,18 @@ def task_execute(claimed: Claimed) -> str:
         _refresh_connections()
 
 
-def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]) -> str:
+def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None], counted: bool) -> str:
     payload = task.request_payload if isinstance(task.request_payload, dict) else {}
     request: dict[str, Any] = {"headers": call.headers, "timeout": call.timeout_seconds}
     if call.http_method == "GET":
         request["params"] = _query_params(payload)
     else:
         request["json"] = payload
-    # Seed 003 §1.3: real calls only, counted as they are sent, so a worker that dies
-    # mid-call has counted it too; storage retries never reach this line again.
-    stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
+    # Seed 003 §1.3: real calls only, counted as they are sent (on PostgreSQL by the
+    # claim itself), so a worker that dies mid-call has counted it too; storage
+    # retries never count again.
+    if not counted:
+        stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
     response: requests.Response | None = None
     error_message = ""
     try:
