@@ -300,8 +300,9 @@ def main() -> None:
                 while picked < n and not errors:
                     while not created.empty():
                         pending.append(created.get_nowait())
-                    for i in range(0, len(pending), 500):
-                        response = picker.post("/task/getTaskBatch", {"taskIds": pending[i : i + 500]}, format="json")
+                    chunks = [pending[i : i + 500] for i in range(0, len(pending), 500)]
+                    for chunk in chunks:
+                        response = picker.post("/task/getTaskBatch", {"taskIds": chunk}, format="json")
                         if response.status_code != 200:
                             errors.append(response.content.decode())
                             return
