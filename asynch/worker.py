@@ -360,7 +360,9 @@ def _drain(totals: Counter[str], budget_seconds: float) -> None:
             free = size - len(running)
             claimed: list[Claimed] = []
             out_of_time = time.monotonic() >= deadline
-            if free > 0 and not out_of_time:
+            # Claim in batches: once half the threads are free (or none is busy), so
+            # a busy drain makes one claim per few calls, not one per call.
+            if free > 0 and (free >= (size + 1) // 2 or not running) and not out_of_time:
                 if time.monotonic() - calls_read > poll:  # configs change rarely: read once per poll
                     calls, calls_read = _model_calls(), time.monotonic()
                 if time.monotonic() - saturated_at > poll:  # a slot elsewhere may have freed up

@@ -309,7 +309,7 @@ def main() -> None:
                         done = {row["taskId"] for row in response.json()["results"] if row["state"] == 4}
                         picked += len(done)
                         pending = [task_id for task_id in pending if task_id not in done]
-                    time.sleep(0.05)
+                    time.sleep(0.25)  # a business poller asks every so often, not in a tight loop
             finally:
                 connections.close_all()
 
