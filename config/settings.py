@@ -144,9 +144,10 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
         "processed_folder": str(VAR_DIR / "celery-processed"),
+        "control_folder": str(VAR_DIR / "celery-control"),
         "store_processed": False,
     }
-    for _folder in (_broker_dir, VAR_DIR / "celery-processed"):
+    for _folder in (_broker_dir, VAR_DIR / "celery-processed", VAR_DIR / "celery-control"):
         _folder.mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
