@@ -306,3 +306,19 @@ def test_stats_show_a_tenant_its_own_rows_and_admins_every_row(admin, biz):
     assert admin.get("/model/stats", {"modelName": "other"}).json()["results"] == []
     assert error_code(biz.get("/model/stats", {"day": "yesterday"})) == "VALIDATION_ERROR"
     assert AsynchModelStat.objects.count() == 3
+
+
+def test_the_schema_lists_every_model_asynch_endpoint(client):
+    paths = client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
+    for path in (
+        "/model/createModel",
+        "/model/updateModel",
+        "/model/deleteModel",
+        "/model/getModel",
+        "/model/listModels",
+        "/model/stats",
+        "/task/createTask",
+        "/task/getTaskResult",
+        "/task/getTaskBatch",
+    ):
+        assert path in paths

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -101,3 +102,13 @@ class IsTenantOrStaff(BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         return isinstance(user, TenantPrincipal) or bool(user is not None and user.is_authenticated and user.is_staff)
+
+
+class TenantApiKeyScheme(OpenApiAuthenticationExtension):
+    """The ``X-Api-Key`` header in the OpenAPI schema."""
+
+    target_class = TenantApiKeyAuthentication
+    name = "TenantApiKey"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return {"type": "apiKey", "in": "header", "name": API_KEY_HEADER}

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
@@ -17,6 +18,7 @@ from asynch.storage import get_storage
 INT_MAX = 2**31 - 1
 
 
+@extend_schema_field({"type": "integer", "enum": [0, 1]})
 class FlagField(serializers.Field):
     """``enabled``: 0/1 on the wire as in the seed; true/false accepted too."""
 

@@ -27,8 +27,6 @@ from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
 from config.errors import DomainError, ErrorCode
 from config.pagination import ContractCursorPagination
 
-API_KEY = OpenApiParameter("X-Api-Key", str, OpenApiParameter.HEADER, required=True)
-
 
 def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data, **kwargs)
@@ -141,7 +139,6 @@ def _creator(request: Request, body_creator: str) -> str:
     tags=["model-asynch"],
     request=s.TaskCreateInSerializer,
     responses={201: s.TaskCreatedSerializer},
-    parameters=[API_KEY],
 )
 class TaskCreateView(TaskView):
     def post(self, request: Request) -> Response:
@@ -159,7 +156,7 @@ class TaskCreateView(TaskView):
 
 @extend_schema(
     tags=["model-asynch"],
-    parameters=[API_KEY, OpenApiParameter("taskId", str, required=True)],
+    parameters=[OpenApiParameter("taskId", str, required=True)],
     responses=s.TaskResultSerializer,
 )
 class TaskResultView(TaskView):
@@ -171,9 +168,7 @@ class TaskResultView(TaskView):
         return Response(s.TaskResultSerializer(task, context={"request": request}).data)
 
 
-@extend_schema(
-    tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer, parameters=[API_KEY]
-)
+@extend_schema(tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer)
 class TaskBatchView(TaskView):
     def post(self, request: Request) -> Response:
         task_ids = _valid(s.TaskBatchInSerializer, request.data)["taskIds"]
