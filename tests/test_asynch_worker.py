@@ -177,13 +177,17 @@ def test_the_cleaner_fails_stuck_tasks_and_deletes_expired_downloads_with_their_
     settings.ASYNCH_TASK_TIMEOUT_SECONDS = 60
     done = biz.create_task("model-service").json()["taskId"]
     assert run_queue() == ["succeeded"]
-    queued, lapsed = (biz.create_task("model-service").json()["taskId"] for _ in range(2))
-    past = timezone.now() - dt.timedelta(seconds=120)
+    queued, lapsed, slow, fine = (biz.create_task("model-service").json()["taskId"] for _ in range(4))
+    past, soon = timezone.now() - dt.timedelta(seconds=120), timezone.now() + dt.timedelta(seconds=30)
     AsynchTask.objects.filter(id=queued).update(enqueue_at=past)
     AsynchTask.objects.filter(id=lapsed).update(state=TaskState.RUNNING, started_at=timezone.now(), lease_until=past)
-    assert services.tasks_clean()["failedStuck"] == 2
+    AsynchTask.objects.filter(id=slow).update(state=TaskState.RUNNING, started_at=past, lease_until=soon)
+    AsynchTask.objects.filter(id=fine).update(state=TaskState.RUNNING, started_at=timezone.now(), lease_until=soon)
+    assert services.tasks_clean()["failedStuck"] == 3
     assert "queue" in _task(queued).error_message and "lease lapsed" in _task(lapsed).error_message
-    assert {_task(i).state for i in (queued, lapsed)} == {TaskState.FAILED}
+    assert "while running" in _task(slow).error_message
+    assert {_task(i).state for i in (queued, lapsed, slow)} == {TaskState.FAILED}
+    assert _task(fine).state == TaskState.RUNNING
 
     picked = biz.post("/task/getTaskBatch", {"taskIds": [done]}).json()["results"]
     assert picked[0]["state"] == 4
