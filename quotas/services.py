@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from ai_jobs.models import ACTIVE_STATUSES, AiRuntimeJob, ApiKeyMode, JobStatus
@@ -127,14 +126,15 @@ def usage_record_result(*, job: AiRuntimeJob, total_tokens: int, cost_cents: Dec
     """Count a landed result's tokens and cost against the user's day, and for
     platform-key jobs against the platform's day; a success closes a half-open
     breaker. Runs inside the result's transaction."""
-    ai_settings = ai_settings_get(user_id=job.user_id)
+    # The day the job was counted on; a job made outside POST /ai/jobs counts today.
+    day = job.quota_date or local_date(ai_settings=ai_settings_get(user_id=job.user_id))
     table = UserAiUsage._meta.db_table
     _sql(
         f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
         "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
         f"SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
         f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
-        [job.user_id, local_date(ai_settings=ai_settings), job.api_key_mode, total_tokens, cost_cents, timezone.now()],
+        [job.user_id, day, job.api_key_mode, total_tokens, cost_cents, timezone.now()],
     )
     if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
         platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
@@ -176,11 +176,16 @@ class PlatformUsage:
 
 def platform_usage_today() -> PlatformUsage:
     day = platform_day()
-    totals = PlatformDailyUsage.objects.filter(day=day).aggregate(tokens=Sum("tokens_used"), cost=Sum("cost_cents"))
+    # Plain SQL: this runs in every platform-key result's transaction.
+    ((tokens, cost),) = _sql(
+        f"SELECT COALESCE(SUM(tokens_used), 0), COALESCE(SUM(cost_cents), 0) FROM {PlatformDailyUsage._meta.db_table} "
+        "WHERE day = %s",
+        [day],
+    )
     return PlatformUsage(
         day=day,
-        tokens_used=int(totals["tokens"] or 0),
-        cost_cents=Decimal(totals["cost"] or 0),
+        tokens_used=int(tokens),  # type: ignore[call-overload]
+        cost_cents=Decimal(str(cost)),
         token_budget=settings.PLATFORM_DAILY_TOKEN_BUDGET,
         cost_budget_cents=settings.PLATFORM_DAILY_COST_BUDGET_CENTS,
     )

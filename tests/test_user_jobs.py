@@ -294,3 +294,19 @@ def test_each_user_is_counted_on_their_own_local_date(monkeypatch):
     monkeypatch.setattr(timezone, "now", lambda: instant + dt.timedelta(hours=12, minutes=1))
     assert los_angeles.job().status_code == 201
     assert UserAiUsage.objects.filter(user=los_angeles.user, local_date=dt.date(2026, 12, 1)).exists()
+
+
+def test_a_results_tokens_count_on_the_day_its_job_was_counted(monkeypatch):
+    learner = Learner()
+    learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"})
+    before_midnight = dt.datetime(2026, 11, 30, 15, 59, tzinfo=dt.UTC)  # 23:59 in Shanghai
+    monkeypatch.setattr(timezone, "now", lambda: before_midnight)
+    job_id = learner.job().json()["jobId"]
+    monkeypatch.setattr(timezone, "now", lambda: before_midnight + dt.timedelta(minutes=2))
+    runtime = RuntimeClient("runtime-1")
+    runtime.lock(job_id)
+    runtime.result(
+        job_id, 1, VALID_OUTPUTS["learning_state_analysis"], usage={"promptTokens": 70, "completionTokens": 7}
+    )
+    usage = UserAiUsage.objects.get(user=learner.user)
+    assert (usage.local_date, usage.job_count, usage.tokens_used) == (dt.date(2026, 11, 30), 1, 77)

@@ -88,6 +88,8 @@ class AiRuntimeJob(models.Model):
     retry_count = models.IntegerField(default=0)
     max_retry_count = models.IntegerField(default=3)
     timeout_seconds = models.IntegerField(default=120)
+    # The user's local day the job was counted on (its quota row); its tokens count there too.
+    quota_date = models.DateField(null=True, blank=True)
     # A job that failed retryably waits here before it can be polled again (backoff).
     available_at = models.DateTimeField(default=timezone.now)
 

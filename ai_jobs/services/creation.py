@@ -111,6 +111,7 @@ def job_submit(
                 priority=priority,
                 params=params,
                 snapshot=snapshot,
+                quota_date=day,
             )
     except IntegrityError:
         # A concurrent identical request won the idempotency key; this one counted nothing.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,7 @@ def job_create(
     retried_from: AiRuntimeJob | None = None,
     max_retry_count: int | None = None,
     timeout_seconds: int | None = None,
+    quota_date: dt.date | None = None,
 ) -> AiRuntimeJob:
     """Insert a pending job. The user-facing checks (quotas, breaker) wrap this."""
     return AiRuntimeJob.objects.create(
@@ -54,6 +56,7 @@ def job_create(
         params=params or {},
         snapshot=snapshot,
         retried_from_job=retried_from,
+        quota_date=quota_date,
         model_name=settings.DEEPSEEK_MODEL,
         max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
         timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
