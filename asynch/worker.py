@@ -182,9 +182,10 @@ def _query_params(payload: dict[str, Any]) -> dict[str, str]:
     return params
 
 
-def _refresh_connections() -> None:
-    # Call threads keep their connection between tasks; drop it when broken or old
-    # (never inside a transaction: tests run the queue inside theirs).
+def _drop_broken_connection() -> None:
+    # Call threads keep their connection for the drain (a check before every task
+    # would cost a round trip each); after an error it is dropped if unusable, so the
+    # next task reconnects. Never inside a transaction: tests run the queue in theirs.
     if not connection.in_atomic_block:
         close_old_connections()
 
@@ -192,7 +193,6 @@ def _refresh_connections() -> None:
 def task_execute(claimed: Claimed) -> str:
     """Call the model for one claimed task and store what it answers. Returns the
     outcome: ``succeeded``, ``failed`` or ``lost`` (the attempt was taken away)."""
-    _refresh_connections()
     task, call = claimed.task, claimed.call
     released = False
 
@@ -206,6 +206,7 @@ def task_execute(claimed: Claimed) -> str:
         return _execute(task, call, release_slot, claimed.counted)
     except Exception as error:  # a bug must not leave the task running until its lease lapses
         logger.exception("asynch: task %s failed unexpectedly", task.id)
+        _drop_broken_connection()
         moved = transitions.fail(
             task_id=task.id,
             attempt_no=task.attempt_no,
@@ -216,7 +217,6 @@ def task_execute(claimed: Claimed) -> str:
         return "failed" if moved else "lost"
     finally:
         release_slot()
-        _refresh_connections()
 
 
 def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None], counted: bool) -> str:
