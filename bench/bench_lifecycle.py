@@ -1,8 +1,11 @@
 """The job lifecycle — claim, heartbeat, result — in jobs per second:
 
-1. raw SQL through psycopg: the same statements with nothing on top (the floor);
-2. the service layer (ai_jobs.services) in-process, without HTTP;
-3. the internal HTTP API through gunicorn, with several runtime threads;
+1. raw SQL through psycopg: the three transitions with nothing on top (the floor);
+2. raw SQL doing every statement the service's result transaction does (the job's
+   move, the result, its record, the user's and the platform's usage, the breaker):
+   the floor for the same work;
+3. the service layer (ai_jobs.services) in-process, without HTTP;
+4. the internal HTTP API through gunicorn, with several runtime threads;
 
 then the latency of one claim with 10,000 and with 1,000,000 pending rows.
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import threading
 import time
@@ -91,6 +95,56 @@ RAW_RESULT = (
     "output, prompt_tokens, completion_tokens, total_tokens, cost_cents, runtime_instance_id, created_at) "
     "VALUES (%s, %s, %s, %s, 'h', 'v1', %s, 10, 10, 20, 0, %s, now())"
 )
+
+
+RAW_ANALYSIS = (
+    "INSERT INTO ai_learning_analysis (id, user_id, job_id, target_type, target_id, created_at, summary, "
+    "mastery_score, level, strengths, weaknesses, confidence) VALUES (%s, %s, %s, 'user', %s, now(), 'ok', 50, "
+    "'developing', '[]', '[]', 0.5)"
+)
+RAW_USER_USAGE = (
+    "INSERT INTO quota_user_ai_usage (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+    "VALUES (%s, current_date, 'platform_key', 0, 20, 0.01, now()) ON CONFLICT (user_id, local_date, api_key_mode) "
+    "DO UPDATE SET tokens_used = quota_user_ai_usage.tokens_used + EXCLUDED.tokens_used, "
+    "cost_cents = quota_user_ai_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at"
+)
+RAW_PLATFORM_USAGE = (
+    "INSERT INTO quota_platform_daily_usage (day, shard, tokens_used, cost_cents, updated_at) "
+    "VALUES (current_date, %s, 20, 0.01, now()) ON CONFLICT (day, shard) DO UPDATE SET "
+    "tokens_used = quota_platform_daily_usage.tokens_used + EXCLUDED.tokens_used, "
+    "cost_cents = quota_platform_daily_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at"
+)
+RAW_PLATFORM_SUM = "SELECT SUM(tokens_used), SUM(cost_cents) FROM quota_platform_daily_usage WHERE day = current_date"
+RAW_BREAKER = (
+    "UPDATE quota_platform_circuit_breaker SET consecutive_failures = 0 WHERE id = 1 "
+    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state"
+)
+
+
+def raw_sql_same_work(threads: int, user_id: int) -> float:
+    def worker(i: int) -> int:
+        me = f"raw2-{i}"
+        count = 0
+        with psycopg.connect(BENCH_DB_URL, autocommit=True) as conn:
+            while True:
+                row = conn.execute(RAW_CLAIM, (["learning_state_analysis"], me)).fetchone()
+                if row is None:
+                    return count
+                job_id, attempt = row
+                conn.execute(RAW_HEARTBEAT, (job_id, me)).fetchone()
+                with conn.transaction():
+                    conn.execute(RAW_SUCCEED, (job_id, me, attempt)).fetchone()
+                    conn.execute(
+                        RAW_RESULT, (uuid.uuid4().hex, job_id, attempt, f"{job_id}:{attempt}:h", json.dumps(OUTPUT), me)
+                    )
+                    conn.execute(RAW_ANALYSIS, (uuid.uuid4().hex, user_id, job_id, str(user_id)))
+                    conn.execute(RAW_USER_USAGE, (user_id,))
+                    conn.execute(RAW_PLATFORM_USAGE, (count % 16,))
+                    conn.execute(RAW_PLATFORM_SUM).fetchone()
+                    conn.execute(RAW_BREAKER).fetchall()
+                count += 1
+
+    return run_threads(threads, worker)
 
 
 def raw_sql_lifecycle(threads: int) -> float:
@@ -201,6 +255,8 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=1_000_000, help="rows for the large-table claim latency")
     args = parser.parse_args()
 
+    # Production-like: the notification after each result is a Celery message to Redis.
+    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/9")
     fresh_database()
     setup_django()
     from django.contrib.auth import get_user_model
@@ -209,8 +265,9 @@ def main() -> None:
     conn = psycopg.connect(BENCH_DB_URL)
 
     def reset() -> None:
-        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job CASCADE")
-        conn.commit()
+        conn.execute(
+            "TRUNCATE ai_runtime_result, ai_runtime_job, quota_user_ai_usage, quota_platform_daily_usage CASCADE"
+        )
         insert_pending(conn, user.pk, args.jobs, "job_bench_")
         conn.execute("VACUUM ANALYZE ai_runtime_job")
 
@@ -219,9 +276,11 @@ def main() -> None:
     reset()
     rows.append(("raw SQL via psycopg (floor)", raw_sql_lifecycle(args.threads), "jobs/s"))
     reset()
+    rows.append(("raw SQL, the service's statements", raw_sql_same_work(args.threads, user.pk), "jobs/s"))
+    reset()
     rows.append(("service layer, in-process", service_lifecycle(args.threads), "jobs/s"))
     reset()
-    with gunicorn(workers=2, threads=4) as url:
+    with gunicorn(workers=2, threads=4, extra_env={"CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]}) as url:
         requests.post(
             f"{url}/internal/runtime/jobs/poll",
             json={"capabilities": ["learning_state_analysis"]},
@@ -230,11 +289,9 @@ def main() -> None:
         rows.append(
             (f"HTTP API via gunicorn, {args.threads} runtime threads", http_lifecycle(url, args.threads), "jobs/s")
         )
-    report(
-        f"Lifecycle claim + heartbeat + result, {args.jobs} jobs, {args.threads} threads",
-        rows,
-        "raw SQL via psycopg (floor)",
-    )
+    title = f"Lifecycle claim + heartbeat + result, {args.jobs} jobs, {args.threads} threads"
+    report(title + ": against the transitions alone", rows, "raw SQL via psycopg (floor)")
+    report(title + ": against the same statements", rows, "raw SQL, the service's statements")
 
     latency = []
     for size in (10_000, args.big):
