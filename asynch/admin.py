@@ -117,6 +117,17 @@ class TenantAdmin(admin.ModelAdmin):
     readonly_fields = ["id", "created_at"]
     inlines = [TenantApiKeyInline]
     actions = ["issue_key"]
+    fields = ["id", "name", "is_admin", "is_active", "created_at"]
+
+    def save_model(self, request: HttpRequest, obj: Tenant, form: forms.ModelForm, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            services.tenant_update(
+                tenant_id=obj.pk, name=data["name"], is_admin=data["is_admin"], is_active=data["is_active"]
+            )
+        else:
+            created = services.tenant_create(name=data["name"], is_admin=data["is_admin"])
+            obj.pk = created.pk
 
     @admin.action(description="Issue a new API key (shown once)")
     def issue_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:

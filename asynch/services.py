@@ -123,6 +123,13 @@ def tenant_key_create(*, tenant: Tenant) -> IssuedKey:
     return IssuedKey(api_key=api_key, key=key)
 
 
+def tenant_update(*, tenant_id: str, name: str, is_admin: bool, is_active: bool) -> None:
+    from asynch.api.authentication import forget_keys
+
+    Tenant.objects.filter(pk=tenant_id).update(name=name, is_admin=is_admin, is_active=is_active)
+    forget_keys()  # cached keys carry the tenant: this process sees the change at once
+
+
 def tenant_ensure(*, name: str, is_admin: bool = False) -> Tenant:
     """The tenant of that name, created if missing; ``is_admin`` only ever grants."""
     tenant, _ = Tenant.objects.get_or_create(name=name, defaults={"is_admin": is_admin})

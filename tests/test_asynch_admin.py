@@ -97,3 +97,27 @@ def test_beat_runs_the_worker_poll_and_the_cleaner_at_the_configured_intervals()
     schedule = {entry["task"]: entry for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
     assert schedule["asynch.tasks.work"]["schedule"].total_seconds() == django_settings.ASYNCH_WORKER_POLL_INTERVAL
     assert schedule["asynch.tasks.clean"]["schedule"].total_seconds() == django_settings.ASYNCH_CLEANER_INTERVAL
+
+
+def test_a_tenant_made_in_the_admin_can_be_given_a_key_and_deactivated(operator):
+    inline = {"api_keys-TOTAL_FORMS": 0, "api_keys-INITIAL_FORMS": 0}
+    response = operator.post(
+        "/admin/asynch/tenant/add/", {"name": "acme", "is_admin": "on", "is_active": "on", **inline}
+    )
+    assert response.status_code == 302
+    from asynch.models import Tenant
+
+    tenant = Tenant.objects.get(name="acme")
+    assert tenant.is_admin and tenant.id.startswith("ten_")
+    issued = services.tenant_key_create(tenant=tenant)
+    client = Client(HTTP_X_API_KEY=issued.key)
+    assert client.get("/model/listModels").status_code == 200
+    inline = {
+        "api_keys-TOTAL_FORMS": 1,
+        "api_keys-INITIAL_FORMS": 1,
+        "api_keys-0-id": issued.api_key.pk,
+        "api_keys-0-tenant": tenant.pk,
+    }
+    response = operator.post(f"/admin/asynch/tenant/{tenant.pk}/change/", {"name": "acme", "is_admin": "on", **inline})
+    assert response.status_code == 302
+    assert client.get("/model/listModels").status_code == 401  # inactive: its keys stop working
