@@ -216,6 +216,8 @@ def test_create_task_errors_unknown_disabled_full_queue_and_bad_body(biz):
     assert biz.create_task("small").status_code == 201
     response = biz.post("/task/createTask", {"modelName": "small", "requestPayload": [1, 2]})
     assert response.status_code == 400 and "requestPayload" in response.json()["error"]["fields"]
+    response = biz.create_task("small", {"x": "a" * 3_000_000})  # past DATA_UPLOAD_MAX_MEMORY_SIZE
+    assert response.status_code == 400 and "body" in response.json()["error"]["fields"]
 
 
 def test_get_task_result_shows_only_the_tenants_own_tasks(biz):

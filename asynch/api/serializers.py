@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -132,11 +131,6 @@ class TaskCreateInSerializer(serializers.Serializer):
     requestPayload = serializers.DictField()
     bizName = serializers.CharField(max_length=128, allow_blank=True, required=False, default="")
     creator = serializers.CharField(max_length=255, allow_blank=True, required=False, default="")
-
-    def validate_requestPayload(self, value: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(value)) > 5_000_000:
-            raise serializers.ValidationError("At most 5 MB of JSON.")
-        return value
 
 
 class TaskCreatedSerializer(serializers.Serializer):
