@@ -216,6 +216,10 @@ def test_create_task_errors_unknown_disabled_full_queue_and_bad_body(biz):
     assert biz.create_task("small").status_code == 201
     response = biz.post("/task/createTask", {"modelName": "small", "requestPayload": [1, 2]})
     assert response.status_code == 400 and "requestPayload" in response.json()["error"]["fields"]
+    for payload in ('{"x": "nul\\u0000"}', '{"x": "lone \\ud800 surrogate"}', '{"n\\u0000": [1]}'):
+        body = '{"modelName": "small", "requestPayload": ' + payload + "}"
+        response = biz.client.post("/task/createTask", body, content_type="application/json")
+        assert response.status_code == 400 and "requestPayload" in response.json()["error"]["fields"], payload
     response = biz.create_task("small", {"x": "a" * 3_000_000})  # past DATA_UPLOAD_MAX_MEMORY_SIZE
     assert response.status_code == 400 and "body" in response.json()["error"]["fields"]
 

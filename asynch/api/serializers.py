@@ -126,9 +126,29 @@ class ModelConfigOutSerializer(serializers.ModelSerializer):
             return "****"
 
 
+def _storable(value: Any) -> Any:
+    """JSON PostgreSQL can store: no NUL character and no lone surrogate in any key or string."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise serializers.ValidationError("Text must not contain NUL characters.")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise serializers.ValidationError("Text must be valid Unicode.") from None
+    return value
+
+
 class TaskCreateInSerializer(serializers.Serializer):
     modelName = serializers.CharField(max_length=128)
-    requestPayload = serializers.DictField()
+    requestPayload = serializers.DictField(validators=[_storable])
     bizName = serializers.CharField(max_length=128, allow_blank=True, required=False, default="")
     creator = serializers.CharField(max_length=255, allow_blank=True, required=False, default="")
 
