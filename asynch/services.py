@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from asynch import crypto, transitions
@@ -121,6 +122,14 @@ def tenant_key_create(*, tenant: Tenant) -> IssuedKey:
     key = "ak_" + secrets.token_urlsafe(32)
     api_key = TenantApiKey.objects.create(tenant=tenant, prefix=key[:10], key_hash=hash_api_key(key))
     return IssuedKey(api_key=api_key, key=key)
+
+
+def tenant_key_touch(*, key_id: str) -> None:
+    """Record that a key is in use, at most once a minute (a conditional UPDATE)."""
+    now = timezone.now()
+    TenantApiKey.objects.filter(pk=key_id).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - dt.timedelta(minutes=1))
+    ).update(last_used_at=now)
 
 
 def tenant_update(*, tenant_id: str, name: str, is_admin: bool, is_active: bool) -> None:

@@ -75,6 +75,8 @@ def test_keys_are_stored_hashed_and_a_revoked_key_is_refused(biz):
     stored = TenantApiKey.objects.get(tenant=biz.tenant)
     assert biz.key not in (stored.key_hash, stored.prefix) and stored.key_hash == services.hash_api_key(biz.key)
     assert biz.get("/task/getTaskResult", {"taskId": "task_x"}).status_code == 404
+    stored.refresh_from_db()
+    assert stored.last_used_at is not None
     services.tenant_keys_revoke(key_ids=[stored.id])
     assert error_code(biz.get("/task/getTaskResult", {"taskId": "task_x"})) == "UNAUTHORIZED"
 

@@ -17,9 +17,8 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from asynch import selectors
+from asynch import selectors, services
 from asynch.models import Tenant, TenantApiKey
-from asynch.services import hash_api_key
 
 API_KEY_HEADER = "X-Api-Key"
 
@@ -55,6 +54,8 @@ def _lookup(digest: str) -> TenantApiKey | None:
         if hit is not None and hit[0] > now:
             return hit[1]
     found = selectors.tenant_for_key_hash(digest)
+    if found is not None:
+        services.tenant_key_touch(key_id=found.id)  # once per cache period, not per call
     if found is not None and ttl > 0:
         with _known_lock:
             if len(_known) > 10_000:
@@ -68,7 +69,7 @@ class TenantApiKeyAuthentication(BaseAuthentication):
         key = request.headers.get(API_KEY_HEADER, "").strip()
         if not key:
             return None
-        digest = hash_api_key(key)
+        digest = services.hash_api_key(key)
         found = _lookup(digest)
         # The lookup is by hash; comparing again, constant-time, keeps the rule of contract §2.
         if found is None or not hmac.compare_digest(found.key_hash, digest):
