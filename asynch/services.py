@@ -211,9 +211,9 @@ def _refused(model_name: str) -> DomainError:
 def worker_kick() -> None:
     """Wake a worker. Kicks are coalesced: while one is pending no other is sent
     (the worker clears the flag as it starts, and drains until the queue is empty),
-    and beat polls every ``ASYNCH_WORKER_POLL_INTERVAL`` in case one is lost."""
-    if not settings.ASYNCH_WORKER_ENABLED:
-        return
+    and beat polls every ``ASYNCH_WORKER_POLL_INTERVAL`` in case one is lost. Sent
+    whatever this process's ``ASYNCH_WORKER_ENABLED``: that setting says whether the
+    process receiving it runs tasks (a web-only deployment still wakes its workers)."""
     timeout = max(5, int(settings.ASYNCH_WORKER_POLL_INTERVAL * 10))
     try:
         if not flag_set(KICK_KEY, ttl_seconds=timeout):
