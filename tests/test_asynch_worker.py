@@ -370,3 +370,14 @@ def test_a_failing_oss_upload_is_retried_without_calling_the_model_again(biz, mo
     biz.create_task("model-service", HTTP_AUTHORIZATION="Bearer t")
     assert run_queue() == ["succeeded"]
     assert len(uploads) == 3 and _stat_total() == 1
+
+
+def test_the_enabled_switches_stop_the_worker_and_the_cleaner(biz, model_server, settings):
+    make_model(base_url=model_server.url)
+    task_id = biz.create_task("model-service").json()["taskId"]
+    settings.ASYNCH_WORKER_ENABLED = False
+    assert worker.tasks_drain(budget_seconds=1) == {} and _task(task_id).state == TaskState.QUEUED
+    settings.ASYNCH_CLEANER_ENABLED = False
+    settings.ASYNCH_TASK_TIMEOUT_SECONDS = 0
+    assert services.tasks_clean(now=timezone.now() + dt.timedelta(days=1)) == {}
+    assert _task(task_id).state == TaskState.QUEUED and model_server.calls == []
