@@ -68,7 +68,9 @@ def main() -> None:
     with gunicorn(workers=2, threads=4, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}) as base:
         hammer(f"{base}/bench/bare-insert", tokens, 20, job_body)  # warm up both paths
         hammer(f"{base}/ai/jobs", tokens, 20, job_body)
-        rows.append(("bare DRF view, one INSERT", hammer(f"{base}/bench/bare-insert", tokens, per_thread, job_body), "req/s"))
+        rows.append(
+            ("bare DRF view, one INSERT", hammer(f"{base}/bench/bare-insert", tokens, per_thread, job_body), "req/s")
+        )
         rows.append(("POST /ai/jobs (eleven steps)", hammer(f"{base}/ai/jobs", tokens, per_thread, job_body), "req/s"))
     report(f"Job creation through gunicorn, {args.threads} client threads", rows, "bare DRF view, one INSERT")
 
