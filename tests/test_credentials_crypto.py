@@ -121,7 +121,11 @@ def test_the_runtime_gets_a_clear_error_not_a_key_when_decryption_fails(runtime:
     job = JobFactory(user=user, api_key_mode="user_deepseek_key", credential_id=credential.id)
     assert runtime.lock(job.id).status_code == 200
     response = runtime.post(f"jobs/{job.id}/credential")
-    assert response.status_code == 500 and error_code(response) == "CREDENTIAL_RESOLVE_FAILED" and response.json()["error"]["retryable"] is False
+    assert (
+        response.status_code == 500
+        and error_code(response) == "CREDENTIAL_RESOLVE_FAILED"
+        and response.json()["error"]["retryable"] is False
+    )
     assert "Cannot decrypt credential" in response.json()["error"]["message"]
     assert "apiKey" not in response.content.decode() and API_KEY not in response.content.decode()
     assert any("credential resolve failed" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)

@@ -17,3 +17,10 @@ def test_the_schema_lists_every_internal_endpoint(client):
 def test_the_docs_page_is_served(client):
     response = client.get("/api/docs")
     assert response.status_code == 200 and b"swagger" in response.content.lower()
+
+
+def test_the_schema_is_valid_openapi_without_a_single_warning(tmp_path):
+    from django.core.management import call_command
+
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    assert (tmp_path / "schema.yaml").read_text().startswith("openapi: 3")
