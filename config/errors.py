@@ -13,7 +13,9 @@ import math
 from enum import Enum
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -159,7 +161,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape."""
     if isinstance(exc, DomainError):
         return Response(exc.body(), status=exc.code.http_status)
-    if isinstance(exc, Http404):
+    if isinstance(exc, RequestDataTooBig):  # bad input, on every endpoint
+        exc = exceptions.ValidationError(
+            {"body": [f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."]}
+        )
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()

@@ -343,3 +343,11 @@ def test_an_unknown_path_answers_the_contract_error_body(client):
 def test_a_wrong_method_answers_405_in_the_contract_shape(runtime):
     response = runtime.get("jobs/claim")
     assert response.status_code == 405 and error_code(response) == "METHOD_NOT_ALLOWED"
+
+
+def test_a_body_past_the_upload_limit_is_a_validation_error_not_a_500(runtime, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    job = _locked(runtime)
+    response = runtime.result(job.id, 1, {"summary": "x" * 20_000})
+    assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert "body" in response.json()["error"]["fields"]

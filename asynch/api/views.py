@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import FileResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -28,17 +26,6 @@ from asynch.api.authentication import (
 from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
 from config.errors import DomainError, ErrorCode
 from config.pagination import ContractCursorPagination
-
-
-def _body(request: Request) -> Any:
-    """The parsed JSON body; one past ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is bad input
-    (400 VALIDATION_ERROR), not a server error."""
-    try:
-        return request.data
-    except RequestDataTooBig:
-        raise serializers.ValidationError(
-            {"body": [f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."]}
-        ) from None
 
 
 def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
@@ -64,15 +51,15 @@ def _config(model: Any, status_code: int = status.HTTP_200_OK) -> Response:
 @extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses={201: s.ModelConfigOutSerializer})
 class ModelCreateView(ModelAdminView):
     def post(self, request: Request) -> Response:
-        data = _valid(s.ModelConfigInSerializer, _body(request))
+        data = _valid(s.ModelConfigInSerializer, request.data)
         return _config(services.model_create(**data), status.HTTP_201_CREATED)
 
 
 @extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses=s.ModelConfigOutSerializer)
 class ModelUpdateView(ModelAdminView):
     def post(self, request: Request) -> Response:
-        name = _valid(s.ModelNameSerializer, _body(request))["model_name"]
-        data = _valid(s.ModelConfigInSerializer, _body(request), partial=True)
+        name = _valid(s.ModelNameSerializer, request.data)["model_name"]
+        data = _valid(s.ModelConfigInSerializer, request.data, partial=True)
         data.pop("model_name", None)
         return _config(services.model_update(model_name=name, **data))
 
@@ -80,7 +67,7 @@ class ModelUpdateView(ModelAdminView):
 @extend_schema(tags=["model-asynch"], request=s.ModelNameSerializer, responses=s.DeletedSerializer)
 class ModelDeleteView(ModelAdminView):
     def post(self, request: Request) -> Response:
-        name = _valid(s.ModelNameSerializer, _body(request))["model_name"]
+        name = _valid(s.ModelNameSerializer, request.data)["model_name"]
         services.model_delete(model_name=name)
         return Response({"modelName": name, "deleted": True})
 
@@ -155,7 +142,7 @@ def _creator(request: Request, body_creator: str) -> str:
 )
 class TaskCreateView(TaskView):
     def post(self, request: Request) -> Response:
-        data = _valid(s.TaskCreateInSerializer, _body(request))
+        data = _valid(s.TaskCreateInSerializer, request.data)
         task = services.task_create(
             tenant=tenant_of(request),
             model_name=data["modelName"],
@@ -184,7 +171,7 @@ class TaskResultView(TaskView):
 @extend_schema(tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer)
 class TaskBatchView(TaskView):
     def post(self, request: Request) -> Response:
-        task_ids = _valid(s.TaskBatchInSerializer, _body(request))["taskIds"]
+        task_ids = _valid(s.TaskBatchInSerializer, request.data)["taskIds"]
         items = services.tasks_pickup(tenant=tenant_of(request), task_ids=task_ids)
         return Response({"results": s.BatchItemSerializer(items, many=True, context={"request": request}).data})
 
