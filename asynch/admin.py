@@ -15,20 +15,6 @@ from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
 from config.errors import DomainError
 
-_CONFIG_FIELDS = [
-    "base_url",
-    "route",
-    "http_method",
-    "enabled",
-    "max_concurrency",
-    "queue_limit",
-    "timeout_seconds",
-    "retry_times",
-    "retry_queue_max_seconds",
-    "auto_clean_seconds",
-    "remark",
-]
-
 
 class ModelConfigForm(forms.ModelForm):
     api_key = forms.CharField(
@@ -40,7 +26,7 @@ class ModelConfigForm(forms.ModelForm):
 
     class Meta:
         model = AsynchModel
-        fields = ["model_name", *_CONFIG_FIELDS]
+        fields = ["model_name", *services.CONFIG_FIELDS]
 
     def clean_api_key(self) -> str:
         value = self.cleaned_data.get("api_key", "")
@@ -82,7 +68,7 @@ class AsynchModelAdmin(admin.ModelAdmin):
         return [*self.readonly_fields, "model_name"] if obj else self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: AsynchModel, form: forms.ModelForm, change: bool) -> None:
-        fields = {name: form.cleaned_data[name] for name in _CONFIG_FIELDS}
+        fields = {name: form.cleaned_data[name] for name in services.CONFIG_FIELDS}
         api_key = form.cleaned_data.get("api_key") or ""
         try:
             if change:

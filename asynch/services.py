@@ -34,7 +34,7 @@ KICK_KEY = "asynch:kick"
 
 # --- model configs -------------------------------------------------------------------------
 
-_CONFIG_FIELDS = (
+CONFIG_FIELDS = (
     "base_url",
     "route",
     "http_method",
@@ -56,7 +56,7 @@ def _not_found(model_name: str) -> DomainError:
 def model_create(*, model_name: str, api_key: str = "", **fields: Any) -> AsynchModel:
     """A new model config; ``api_key`` (the ``Key:Value`` headers) is stored encrypted."""
     parse_api_key(api_key)  # the caller validated it; this refuses anything else
-    unknown = set(fields) - set(_CONFIG_FIELDS)
+    unknown = set(fields) - set(CONFIG_FIELDS)
     if unknown:
         raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
     try:
@@ -73,7 +73,7 @@ def model_create(*, model_name: str, api_key: str = "", **fields: Any) -> Asynch
 
 
 def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) -> AsynchModel:
-    unknown = set(fields) - set(_CONFIG_FIELDS)
+    unknown = set(fields) - set(CONFIG_FIELDS)
     if unknown:
         raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
     changes: dict[str, Any] = dict(fields)
