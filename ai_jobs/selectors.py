@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 
 from ai_jobs.models import AiRuntimeJob, JobStatus
 from config.errors import DomainError, ErrorCode
@@ -45,10 +45,6 @@ def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
 
 def queue_overview(*, now: dt.datetime) -> dict[str, object]:
     """What an operator watches: jobs by status and type, the queue's age, leases."""
-    from datetime import timedelta
-
-    from django.db.models import Count, Min, Q
-
     by_status_type = AiRuntimeJob.objects.values("status", "job_type").annotate(n=Count("id")).order_by()
     pending = AiRuntimeJob.objects.filter(status=JobStatus.PENDING).aggregate(
         due=Count("id", filter=Q(available_at__lte=now)),
@@ -61,13 +57,13 @@ def queue_overview(*, now: dt.datetime) -> dict[str, object]:
         cancel_requested=Count("id", filter=Q(cancel_requested=True)),
     )
     last_hour = (
-        AiRuntimeJob.objects.filter(finished_at__gte=now - timedelta(hours=1))
+        AiRuntimeJob.objects.filter(finished_at__gte=now - dt.timedelta(hours=1))
         .values("status")
         .annotate(n=Count("id"))
         .order_by()
     )
     errors = (
-        AiRuntimeJob.objects.filter(updated_at__gte=now - timedelta(hours=24), error_code__isnull=False)
+        AiRuntimeJob.objects.filter(updated_at__gte=now - dt.timedelta(hours=24), error_code__isnull=False)
         .values("error_code")
         .annotate(n=Count("id"))
         .order_by("-n")[:10]
