@@ -177,13 +177,15 @@ def fail(
     now: dt.datetime,
 ) -> Failed | None:
     """locked/running → pending (retryable, retries left; available again at
-    ``retry_at``), → cancelled (``JOB_CANCELLED``) or → failed."""
+    ``retry_at``), → cancelled (``JOB_CANCELLED``, or any failure of a job whose
+    cancellation was requested) or → failed."""
     if cancelled:
         target = "'cancelled'"
         retry = "FALSE"
     else:
-        retry = "(%s AND retry_count < max_retry_count)" % ("TRUE" if retryable else "FALSE")
-        target = f"CASE WHEN {retry} THEN 'pending' ELSE 'failed' END"
+        # A job whose cancellation was requested is not tried again: it ends cancelled.
+        retry = f"({'TRUE' if retryable else 'FALSE'} AND cancel_requested = FALSE AND retry_count < max_retry_count)"
+        target = f"CASE WHEN cancel_requested THEN 'cancelled' WHEN {retry} THEN 'pending' ELSE 'failed' END"
     rows = _rows(
         f"UPDATE {TABLE} SET status = {target}, "
         f"retry_count = CASE WHEN {retry} THEN retry_count + 1 ELSE retry_count END, "

@@ -244,7 +244,7 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     now = timezone.now()
     if response is None or response.status_code >= 400:
         if response is not None:
-            error_message = f"The model service answered HTTP {response.status_code}: {response.text[:500]}"
+            error_message = f"The model service answered HTTP {response.status_code}: {_redacted(response.text, call)}"
         moved = transitions.fail(
             task_id=task.id,
             attempt_no=task.attempt_no,
@@ -426,3 +426,13 @@ def _renew(items: list[Claimed], me: str, lease: float) -> None:
     transitions.extend_leases(
         task_ids=[c.task.id for c in items], worker_id=me, lease_until=now + dt.timedelta(seconds=lease), now=now
     )
+
+
+def _redacted(text: str, call: ModelCall) -> str:
+    """An error body is shown to the tenant: never with the configured header values
+    (a service may echo the key it refused), nor with NUL characters."""
+    text = text[:2000]
+    for value in call.headers.values():
+        if len(value) >= 4:
+            text = text.replace(value, "****")
+    return text.replace("\x00", "")[:500]

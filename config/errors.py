@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -131,7 +132,9 @@ def _message_of(detail: Any) -> str:
 
 def _fields_of(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
-        return {key: _flatten(value) for key, value in detail.items()}
+        return {
+            ("nonFieldErrors" if key == "non_field_errors" else key): _flatten(value) for key, value in detail.items()
+        }
     return {"nonFieldErrors": _flatten(detail)}
 
 
@@ -161,7 +164,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape."""
     if isinstance(exc, DomainError):
         return Response(exc.body(), status=exc.code.http_status)
-    if isinstance(exc, RequestDataTooBig):  # bad input, on every endpoint
+    if isinstance(exc, DataError):
+        # A value the database refuses (out of range, bad text) that validation let through.
+        logger.warning("Database refused a value in %s: %s", type(context.get("view")).__name__, exc)
+        exc = exceptions.ValidationError({"nonFieldErrors": ["A value is out of the range the server can store."]})
+    elif isinstance(exc, RequestDataTooBig):  # bad input, on every endpoint
         exc = exceptions.ValidationError(
             {"body": [f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."]}
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib import parse
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
@@ -29,6 +30,14 @@ class ContractCursorPagination(CursorPagination):
         if not 1 <= size <= self.max_page_size:
             raise ValidationError({"limit": ["A whole number from 1 to 100."]})
         return size
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list[Any] | None:
+        # A cursor whose position is not a value of the ordering field fails only
+        # when the query is built: bad input, not a server error.
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise ValidationError({"cursor": ["Invalid cursor."]}) from None
 
     def decode_cursor(self, request: Request) -> Cursor | None:
         try:

@@ -43,3 +43,12 @@ def test_a_half_open_breaker_admits_two_platform_jobs_even_under_a_rush():
     learners = [Learner() for _ in range(12)]
     outcomes = Counter(run_together(12, lambda i: _code(learners[i].twin().job())))
     assert outcomes == {"created": 2, "PLATFORM_CIRCUIT_HALF_OPEN": 10}
+
+
+def test_identical_requests_at_the_limit_all_answer_the_one_job_they_made():
+    learner = Learner()
+    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=1)
+    responses = run_together(12, lambda i: learner.twin().job(idempotencyKey="last-one"))
+    assert sorted({r.status_code for r in responses}) == [200, 201]
+    assert len({r.json()["jobId"] for r in responses}) == 1
+    assert UserAiUsage.objects.get(user=learner.user).job_count == 1

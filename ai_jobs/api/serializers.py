@@ -12,6 +12,10 @@ from rest_framework import serializers
 from ai_jobs.models import AiRuntimeJob, JobType
 from config.errors import RuntimeErrorCode
 
+# Bounds that keep every number inside its column: a bigger one is a 400, never a 500.
+MAX_TOKENS = 1_000_000_000
+MAX_ATTEMPT = 1_000_000
+
 
 @extend_schema_field(OpenApiTypes.INT)
 class EpochMsField(serializers.Field):
@@ -114,13 +118,13 @@ class CredentialSerializer(serializers.Serializer):
 
 
 class UsageSerializer(serializers.Serializer):
-    promptTokens = serializers.IntegerField(min_value=0, default=0)
-    completionTokens = serializers.IntegerField(min_value=0, default=0)
-    totalTokens = serializers.IntegerField(min_value=0, required=False)
+    promptTokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, default=0)
+    completionTokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, default=0)
+    totalTokens = serializers.IntegerField(min_value=0, max_value=2 * MAX_TOKENS, required=False)
 
 
 class ResultInSerializer(serializers.Serializer):
-    attemptNo = serializers.IntegerField(min_value=1)
+    attemptNo = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPT)
     outputSchemaVersion = serializers.CharField(max_length=16, required=False, allow_null=True)
     output = serializers.DictField()
     usage = UsageSerializer(required=False)
@@ -137,7 +141,7 @@ class ResultOutSerializer(serializers.Serializer):
 
 
 class FailInSerializer(serializers.Serializer):
-    attemptNo = serializers.IntegerField(min_value=1)
+    attemptNo = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPT)
     errorCode = serializers.ChoiceField(choices=RuntimeErrorCode.codes())
     errorMessage = serializers.CharField(allow_blank=True, default="", max_length=4000, trim_whitespace=False)
 
@@ -149,18 +153,22 @@ class FailOutSerializer(serializers.Serializer):
 
 
 class InvocationLogSerializer(serializers.Serializer):
-    attemptNo = serializers.IntegerField(min_value=1, source="attempt_no")
+    attemptNo = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPT, source="attempt_no")
     provider = serializers.CharField(max_length=32, default="deepseek")
     modelName = serializers.CharField(max_length=64, source="model_name", required=False, allow_blank=True)
     requestId = serializers.CharField(max_length=128, source="request_id", required=False, allow_null=True)
     startedAt = serializers.DateTimeField(source="started_at", required=False, allow_null=True)
-    latencyMs = serializers.IntegerField(min_value=0, source="latency_ms", required=False, allow_null=True)
+    latencyMs = serializers.IntegerField(
+        min_value=0, max_value=86_400_000, source="latency_ms", required=False, allow_null=True
+    )
     httpStatus = serializers.IntegerField(
         min_value=0, max_value=999, source="http_status", required=False, allow_null=True
     )
-    promptTokens = serializers.IntegerField(min_value=0, source="prompt_tokens", required=False)
-    completionTokens = serializers.IntegerField(min_value=0, source="completion_tokens", required=False)
-    totalTokens = serializers.IntegerField(min_value=0, source="total_tokens", required=False)
+    promptTokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, source="prompt_tokens", required=False)
+    completionTokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_TOKENS, source="completion_tokens", required=False
+    )
+    totalTokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, source="total_tokens", required=False)
     costCents = serializers.DecimalField(
         max_digits=14, decimal_places=4, min_value=0, source="cost_cents", required=False
     )

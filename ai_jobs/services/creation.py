@@ -92,11 +92,11 @@ def job_submit(
     quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
     # 8. the platform key: breaker and the platform's budgets
     breaker_state = quotas.platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
-    # 9. the snapshot of the learner's data
-    snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
-    # 10. the job and the day's count, together
     try:
         with transaction.atomic():
+            # 9. the snapshot of the learner's data (inside, so a refusal leaves none behind)
+            snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
+            # 10. the job and the day's count, together
             if breaker_state == CircuitState.HALF_OPEN:
                 quotas.platform_admit_half_open()  # half-open admissions one at a time
             quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
@@ -113,8 +113,10 @@ def job_submit(
                 snapshot=snapshot,
                 quota_date=day,
             )
-    except IntegrityError:
-        # A concurrent identical request won the idempotency key; this one counted nothing.
+    except (IntegrityError, DomainError):
+        # A concurrent identical request won the idempotency key (or took the last of
+        # the day's jobs, or of the half-open breaker's): this one counted nothing and
+        # answers that request's job, as if it had come second.
         found = _existing(
             user=user, job_type=job_type, target_type=target_type, target_id=target_id, key=idempotency_key
         )

@@ -225,7 +225,7 @@ def retry_delay(attempt_no: int) -> dt.timedelta:
     so runtimes failing together do not come back together."""
     step = min(
         settings.AI_JOB_RETRY_BACKOFF_MAX_SECONDS,
-        settings.AI_JOB_RETRY_BACKOFF_BASE_SECONDS * 2 ** max(0, attempt_no - 1),
+        settings.AI_JOB_RETRY_BACKOFF_BASE_SECONDS * 2 ** min(max(0, attempt_no - 1), 30),
     )
     return dt.timedelta(seconds=step / 2 + random.uniform(0, step / 2))
 

@@ -13,6 +13,7 @@ from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState
 from asynch.services import model_api_key
 from asynch.storage import get_storage
+from config.parsers import unstorable_text
 
 INT_MAX = 2**31 - 1
 
@@ -127,22 +128,9 @@ class ModelConfigOutSerializer(serializers.ModelSerializer):
 
 
 def _storable(value: Any) -> Any:
-    """JSON PostgreSQL can store: no NUL character and no lone surrogate in any key or string."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                raise serializers.ValidationError("Text must not contain NUL characters.")
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise serializers.ValidationError("Text must be valid Unicode.") from None
+    problem = unstorable_text(value)
+    if problem:
+        raise serializers.ValidationError(problem)
     return value
 
 

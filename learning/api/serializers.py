@@ -17,6 +17,8 @@ from learning.models import CONTENT_MAX, DESCRIPTION_MAX, NAME_MAX
 ID_MAX = 64
 MAX_DURATION_SECONDS = 86_400  # one attempt lasts at most a day
 FUTURE_TOLERANCE = dt.timedelta(minutes=5)  # client clocks run a little fast
+# Dates far in the past break local-date arithmetic in the snapshots (year 1 minus an offset).
+EARLIEST_STUDY = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 class StrictCharField(serializers.CharField):
@@ -72,6 +74,8 @@ class StudyRecordInSerializer(serializers.Serializer):
     def validate_studiedAt(self, value: dt.datetime) -> dt.datetime:
         if value > timezone.now() + FUTURE_TOLERANCE:
             raise serializers.ValidationError("An attempt cannot be in the future.")
+        if value < EARLIEST_STUDY:
+            raise serializers.ValidationError(f"An attempt cannot be before {EARLIEST_STUDY:%Y-%m-%d}.")
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,27 @@
+"""Bad input that never reaches a view: a NUL character in the path or the query
+string. PostgreSQL cannot compare text with NUL, so without this any lookup by
+such an id or filter would end in a database error instead of the contract's
+answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from config.errors import ErrorCode, error_body
+
+
+class RejectNulMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path:
+            return JsonResponse(error_body(ErrorCode.NOT_FOUND, "Not found"), status=404)
+        if any("\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()):
+            return JsonResponse(
+                error_body(ErrorCode.VALIDATION_ERROR, "Query parameters must not contain NUL characters", fields={}),
+                status=400,
+            )
+        return self.get_response(request)
