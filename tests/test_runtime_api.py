@@ -351,3 +351,16 @@ def test_a_body_past_the_upload_limit_is_a_validation_error_not_a_500(runtime, s
     response = runtime.result(job.id, 1, {"summary": "x" * 20_000})
     assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
     assert "body" in response.json()["error"]["fields"]
+
+
+def test_a_body_that_is_not_json_is_415_in_the_contract_shape(runtime):
+    response = runtime.client.post("/internal/runtime/jobs/poll", "capabilities=all", content_type="text/plain")
+    assert response.status_code == 415 and error_code(response) == "UNSUPPORTED_MEDIA_TYPE"
+
+
+def test_snapshot_not_found_is_never_answered_a_missing_snapshot_is_rebuilt(runtime):
+    job = _locked(runtime)
+    first = runtime.get(f"jobs/{job.id}/snapshot").json()["snapshotId"]
+    type(job).objects.filter(id=job.id).update(snapshot=None)
+    response = runtime.get(f"jobs/{job.id}/snapshot")
+    assert response.status_code == 200 and response.json()["snapshotId"] != first
