@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from functools import cache as cache_once
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.request import Request
@@ -39,6 +41,29 @@ def clock() -> float:
     return time.time()
 
 
+@cache_once
+def _redis() -> redis.Redis | None:
+    """A client of its own for the counters when ``REDIS_URL`` is set: one pipelined
+    INCR + EXPIRE NX per request, where the cache API would take three round trips."""
+    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+
+
+def _count(key: str, ttl: int) -> int:
+    client = _redis()
+    if client is not None:
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.expire(key, ttl, nx=True)
+        count, _ = pipe.execute()
+        return int(count)
+    cache.add(key, 0, timeout=ttl)
+    try:
+        return cache.incr(key)
+    except ValueError:  # the window's key expired between add and incr
+        cache.add(key, 1, timeout=ttl)
+        return 1
+
+
 class FixedWindowThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""
@@ -54,12 +79,7 @@ class FixedWindowThrottle(BaseThrottle):
         now = clock()
         window = int(now // period)
         key = f"throttle:{self.scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
-        cache.add(key, 0, timeout=period + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # the window's key expired between add and incr
-            cache.add(key, 1, timeout=period + 1)
-            count = 1
+        count = _count(key, period + 1)
         self._wait = (window + 1) * period - now
         return count <= limit
 
