@@ -262,6 +262,9 @@ def _publish(
     rows = [build(position, ids[n]) for n, position in enumerate(first_of_key.values())]
     mine: dict[str, str] = {}
     if rows:
+        # Inserted in key order, so two transactions publishing overlapping keys wait
+        # for each other in the same order and never deadlock.
+        rows.sort(key=lambda row: getattr(row, key_field))
         model.objects.bulk_create(rows, ignore_conflicts=True)
         # Who holds each key now: this transaction, or a writer that got there first.
         holders = dict(
