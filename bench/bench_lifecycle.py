@@ -39,7 +39,7 @@ OUTPUT = {
 COLUMNS = (
     "id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, model_provider, model_name, "
     "prompt_version, output_schema_version, attempt_no, params, cancel_requested, retry_count, max_retry_count, "
-    "timeout_seconds, available_at, created_at, updated_at"
+    "timeout_seconds, available_at, created_at, updated_at, quota_date"
 )
 
 
@@ -47,7 +47,8 @@ def insert_pending(conn: psycopg.Connection, user_id: int, count: int, prefix: s
     conn.execute(
         f"INSERT INTO ai_runtime_job ({COLUMNS}) SELECT %s || lpad(i::text, 9, '0'), %s, 'learning_state_analysis', "
         "'user', %s, 'pending', 0, 'platform_key', 'deepseek', 'deepseek-chat', 'v1', 'v1', 0, '{}'::jsonb, false, "
-        "0, 3, 120, now() - interval '1 minute', now() - interval '1 minute' + i * interval '1 microsecond', now() "
+        "0, 3, 120, now() - interval '1 minute', now() - interval '1 minute' + i * interval '1 microsecond', now(), "
+        "current_date "
         "FROM generate_series(1, %s) AS i",
         (prefix, user_id, str(user_id), count),
     )
@@ -252,6 +253,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    parser.add_argument("--server-threads", type=int, default=4, help="gunicorn threads per worker")
     parser.add_argument("--big", type=int, default=1_000_000, help="rows for the large-table claim latency")
     args = parser.parse_args()
 
@@ -280,14 +283,22 @@ def main() -> None:
     reset()
     rows.append(("service layer, in-process", service_lifecycle(args.threads), "jobs/s"))
     reset()
-    with gunicorn(workers=2, threads=4, extra_env={"CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]}) as url:
+    with gunicorn(
+        workers=args.workers,
+        threads=args.server_threads,
+        extra_env={"CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]},
+    ) as url:
         requests.post(
             f"{url}/internal/runtime/jobs/poll",
             json={"capabilities": ["learning_state_analysis"]},
             headers={"Authorization": f"Bearer {RUNTIME_TOKEN}"},
         )
         rows.append(
-            (f"HTTP API via gunicorn, {args.threads} runtime threads", http_lifecycle(url, args.threads), "jobs/s")
+            (
+                f"HTTP API via gunicorn {args.workers}x{args.server_threads}, {args.threads} runtime threads",
+                http_lifecycle(url, args.threads),
+                "jobs/s",
+            )
         )
     title = f"Lifecycle claim + heartbeat + result, {args.jobs} jobs, {args.threads} threads"
     report(title + ": against the transitions alone", rows, "raw SQL via psycopg (floor)")
