@@ -44,3 +44,9 @@ def test_the_embedded_default_is_flagged_by_check_deploy(tmp_path):
     )  # fmt: skip
     assert checked.returncode != 0
     assert "SECRET_KEY" in checked.stdout + checked.stderr
+
+
+def test_every_model_change_has_its_migration():
+    from django.core.management import call_command
+
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits non-zero when one is missing
