@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,6 +48,7 @@ def test_the_embedded_default_is_flagged_by_check_deploy(tmp_path):
     assert "SECRET_KEY" in checked.stdout + checked.stderr
 
 
+@pytest.mark.django_db
 def test_every_model_change_has_its_migration():
     from django.core.management import call_command
 
