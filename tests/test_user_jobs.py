@@ -299,7 +299,8 @@ def test_each_user_is_counted_on_their_own_local_date(monkeypatch):
 def test_a_results_tokens_count_on_the_day_its_job_was_counted(monkeypatch):
     learner = Learner()
     learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"})
-    before_midnight = dt.datetime(2026, 11, 30, 15, 59, tzinfo=dt.UTC)  # 23:59 in Shanghai
+    # 23:59 in Shanghai, in the future: model defaults (available_at) still use the real clock.
+    before_midnight = dt.datetime(2099, 11, 30, 15, 59, tzinfo=dt.UTC)
     monkeypatch.setattr(timezone, "now", lambda: before_midnight)
     job_id = learner.job().json()["jobId"]
     monkeypatch.setattr(timezone, "now", lambda: before_midnight + dt.timedelta(minutes=2))
@@ -309,4 +310,4 @@ def test_a_results_tokens_count_on_the_day_its_job_was_counted(monkeypatch):
         job_id, 1, VALID_OUTPUTS["learning_state_analysis"], usage={"promptTokens": 70, "completionTokens": 7}
     )
     usage = UserAiUsage.objects.get(user=learner.user)
-    assert (usage.local_date, usage.job_count, usage.tokens_used) == (dt.date(2026, 11, 30), 1, 77)
+    assert (usage.local_date, usage.job_count, usage.tokens_used) == (dt.date(2099, 11, 30), 1, 77)
