@@ -281,19 +281,19 @@ def test_each_user_is_counted_on_their_own_local_date(monkeypatch):
     for learner, zone in ((shanghai, "Asia/Shanghai"), (los_angeles, "America/Los_Angeles")):
         learner.patch("/ai/settings", {"timezone": zone})
     # 20:00 UTC on 30 November is already 1 December in Shanghai, still 30 November in Los Angeles.
-    instant = dt.datetime(2026, 11, 30, 20, 0, tzinfo=dt.UTC)
+    instant = dt.datetime(2099, 11, 30, 20, 0, tzinfo=dt.UTC)  # in the future: see below
     monkeypatch.setattr(timezone, "now", lambda: instant)
     shanghai.job()
     los_angeles.job()
-    assert UserAiUsage.objects.get(user=shanghai.user).local_date == dt.date(2026, 12, 1)
-    assert UserAiUsage.objects.get(user=los_angeles.user).local_date == dt.date(2026, 11, 30)
+    assert UserAiUsage.objects.get(user=shanghai.user).local_date == dt.date(2099, 12, 1)
+    assert UserAiUsage.objects.get(user=los_angeles.user).local_date == dt.date(2099, 11, 30)
     # Their limits reset at their own midnights: Los Angeles' 1 December starts at 08:00 UTC.
     UserAiSettings.objects.filter(user=los_angeles.user).update(max_daily_ai_jobs=1)
     monkeypatch.setattr(timezone, "now", lambda: instant + dt.timedelta(hours=11, minutes=59))
     assert error_code(los_angeles.job()) == "DAILY_JOB_LIMIT_EXCEEDED"
     monkeypatch.setattr(timezone, "now", lambda: instant + dt.timedelta(hours=12, minutes=1))
     assert los_angeles.job().status_code == 201
-    assert UserAiUsage.objects.filter(user=los_angeles.user, local_date=dt.date(2026, 12, 1)).exists()
+    assert UserAiUsage.objects.filter(user=los_angeles.user, local_date=dt.date(2099, 12, 1)).exists()
 
 
 def test_a_results_tokens_count_on_the_day_its_job_was_counted(monkeypatch):
