@@ -330,3 +330,17 @@ def test_the_schema_lists_every_model_asynch_endpoint(client):
         "/task/getTaskBatch",
     ):
         assert path in paths
+
+
+def test_model_secrets_survive_a_key_rotation_that_prepends_a_bare_key(settings):
+    import base64
+    import os
+
+    from asynch import crypto
+
+    old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    settings.CREDENTIAL_ENCRYPTION_KEYS = [old]
+    token = crypto.encrypt("API_KEY:model-key")
+    settings.CREDENTIAL_ENCRYPTION_KEYS = [new, old]  # a bare key keeps its id wherever it stands
+    assert crypto.decrypt(token) == "API_KEY:model-key"
+    assert crypto.encrypt("x").split(":")[1] != token.split(":")[1]
