@@ -28,17 +28,12 @@ from typing import Any
 from django.db import connection
 
 from ai_jobs.models.jobs import AiRuntimeJob
+from config.sql import fetch, placeholders
 
 TABLE = AiRuntimeJob._meta.db_table
 ACTIVE_SQL = "status IN ('locked', 'running')"
 # Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
 HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
-
-
-def _adapt(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    return value
 
 
 _FIELDS = AiRuntimeJob._meta.concrete_fields
@@ -65,7 +60,7 @@ def _converters() -> list[tuple[int, list[Any], Any]]:
 def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
     """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs,
     without the ORM's per-query column introspection (this is the hot path)."""
-    rows = _rows(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}"), params)
+    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}"), params)
     converters = _converters()
     jobs = []
     for row in rows:
@@ -77,18 +72,8 @@ def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
     return jobs
 
 
-def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_adapt(p) for p in params])
-        return cursor.fetchall()
-
-
 def _ms(moment: dt.datetime) -> int:
     return int(moment.timestamp() * 1000)
-
-
-def _placeholders(values: Sequence[Any]) -> str:
-    return ", ".join(["%s"] * len(values))
 
 
 _LOCK_SET = (
@@ -120,7 +105,7 @@ def claim(
     # may be re-planned as a join that locks and updates more rows than asked for.
     sql = (
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE status = 'pending' AND available_at <= %s "
-        f"AND job_type IN ({_placeholders(job_types)}) ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
+        f"AND job_type IN ({placeholders(job_types)}) ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
         f"UPDATE {TABLE} SET {_LOCK_SET} WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING *"
     )
     jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now])
@@ -137,7 +122,7 @@ class Heartbeat:
 def heartbeat(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta) -> Heartbeat | None:
     """Extend the lease; the first heartbeat moves locked → running (seed 000 §5.3)."""
     lock_until = now + lease
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET lock_until = %s, status = 'running', "
         "started_at = CASE WHEN status = 'locked' THEN %s ELSE started_at END, updated_at = %s "
         f"WHERE {HOLDER_SQL} RETURNING cancel_requested",
@@ -186,7 +171,7 @@ def fail(
         # A job whose cancellation was requested is not tried again: it ends cancelled.
         retry = f"({'TRUE' if retryable else 'FALSE'} AND cancel_requested = FALSE AND retry_count < max_retry_count)"
         target = f"CASE WHEN cancel_requested THEN 'cancelled' WHEN {retry} THEN 'pending' ELSE 'failed' END"
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET status = {target}, "
         f"retry_count = CASE WHEN {retry} THEN retry_count + 1 ELSE retry_count END, "
         f"available_at = CASE WHEN {retry} THEN %s ELSE available_at END, "
@@ -203,9 +188,9 @@ def cancel_pending(*, job_ids: Sequence[str], now: dt.datetime, reason: str) -> 
     """pending → cancelled. Cancelled jobs are never handed to a runtime again."""
     if not job_ids:
         return 0
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET status = 'cancelled', finished_at = %s, error_code = 'JOB_CANCELLED', "
-        f"error_message = %s, updated_at = %s WHERE status = 'pending' AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        f"error_message = %s, updated_at = %s WHERE status = 'pending' AND id IN ({placeholders(job_ids)}) RETURNING id",
         [now, reason, now, *job_ids],
     )
     return len(rows)
@@ -215,9 +200,9 @@ def request_cancel(*, job_ids: Sequence[str], now: dt.datetime) -> int:
     """Flag locked/running jobs; their runtime sees ``cancelRequested`` on its next heartbeat."""
     if not job_ids:
         return 0
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET cancel_requested = TRUE, updated_at = %s "
-        f"WHERE {ACTIVE_SQL} AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        f"WHERE {ACTIVE_SQL} AND id IN ({placeholders(job_ids)}) RETURNING id",
         [now, *job_ids],
     )
     return len(rows)
@@ -229,10 +214,10 @@ def expire(*, job_ids: Sequence[str], now: dt.datetime) -> list[str]:
     job that heartbeat in the meantime stays where it is."""
     if not job_ids:
         return []
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET status = 'expired', lock_until = NULL, updated_at = %s "
         f"WHERE {ACTIVE_SQL} AND (lock_until < %s OR deadline_ms < %s) "
-        f"AND id IN ({_placeholders(job_ids)}) RETURNING id",
+        f"AND id IN ({placeholders(job_ids)}) RETURNING id",
         [now, now, _ms(now), *job_ids],
     )
     return [row[0] for row in rows]
@@ -244,7 +229,7 @@ def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> dict[str, str
     if not job_ids:
         return {}
     retry = "(cancel_requested = FALSE AND retry_count < max_retry_count)"
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET "
         f"status = CASE WHEN cancel_requested THEN 'cancelled' WHEN {retry} THEN 'pending' ELSE 'failed' END, "
         f"retry_count = CASE WHEN {retry} THEN retry_count + 1 ELSE retry_count END, "
@@ -255,7 +240,7 @@ def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> dict[str, str
         "error_message = CASE WHEN cancel_requested THEN 'Cancelled; the lease lapsed before the runtime confirmed' "
         "ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END, "
         "deadline_ms = NULL, updated_at = %s "
-        f"WHERE status = 'expired' AND id IN ({_placeholders(job_ids)}) RETURNING id, status",
+        f"WHERE status = 'expired' AND id IN ({placeholders(job_ids)}) RETURNING id, status",
         [now, now, now, *job_ids],
     )
     return {row[0]: row[1] for row in rows}
@@ -265,7 +250,7 @@ def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:
     """Ids of leased jobs whose lease lapsed or whose attempt timed out, and of jobs
     left ``expired``, after the cursor ``after_id``, locked for this transaction."""
     skip_locked = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
-    rows = _rows(
+    rows = fetch(
         f"SELECT id FROM {TABLE} WHERE status IN ('locked', 'running', 'expired') AND id > %s "
         "AND (status = 'expired' OR lock_until < %s OR deadline_ms < %s) "
         f"ORDER BY id LIMIT %s{skip_locked}",

@@ -22,30 +22,9 @@ from typing import Any
 from django.db import connection
 
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask
+from config.sql import adapt, execute, fetch, placeholders
 
 TABLE = AsynchTask._meta.db_table
-
-
-def _adapt(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    return value
-
-
-def _execute(sql: str, params: Sequence[Any]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_adapt(p) for p in params])
-        return cursor.rowcount
-
-
-def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_adapt(p) for p in params])
-        return cursor.fetchall()
-
-
-def _in(values: Sequence[Any]) -> str:
-    return ", ".join(["%s"] * len(values))
 
 
 def _skip_locked() -> str:
@@ -72,7 +51,7 @@ def enqueue(
     payload = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
     models_table = AsynchModel._meta.db_table
     return (
-        _execute(
+        execute(
             f"INSERT INTO {TABLE} (id, tenant_id, creator, biz_name, model_name, request_payload, state, priority, "
             "enqueue_at, retry_count, attempt_no, locked_by, forward_headers_encrypted, created_at, updated_at) "
             f"SELECT %s, %s, %s, %s, m.model_name, {payload}, 0, 1, %s, 0, 0, '', %s, %s, %s FROM {models_table} m "
@@ -102,9 +81,9 @@ def claim(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime, lease_un
     """0 → 1 for the given tasks still queued; ``attempt_no + 1``."""
     if not task_ids:
         return []
-    sql = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN ({_in(task_ids)}) RETURNING *"
+    sql = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN ({placeholders(task_ids)}) RETURNING *"
     params = [worker_id, lease_until, now, now, *task_ids]
-    return list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+    return list(AsynchTask.objects.raw(sql, tuple(adapt(p) for p in params)))
 
 
 _CLAIM_SET = (
@@ -140,7 +119,7 @@ def claim_next(
         for tenant_id, model_name in exclude:
             params += [tenant_id, model_name]
     pick = (
-        f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({_in(model_names)})"
+        f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({placeholders(model_names)})"
         f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
     )
     update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *"
@@ -158,7 +137,7 @@ def claim_next(
         params += [now.date(), now]
     else:
         sql = pick + update
-    tasks = list(AsynchTask.objects.raw(sql, tuple(_adapt(p) for p in params)))
+    tasks = list(AsynchTask.objects.raw(sql, tuple(adapt(p) for p in params)))
     tasks.sort(key=lambda task: (task.priority, task.enqueue_at, task.id))
     return tasks
 
@@ -166,8 +145,8 @@ def claim_next(
 def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.datetime, now: dt.datetime) -> int:
     if not task_ids:
         return 0
-    return _execute(
-        f"UPDATE {TABLE} SET lease_until = %s WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
+    return execute(
+        f"UPDATE {TABLE} SET lease_until = %s WHERE state = 1 AND locked_by = %s AND id IN ({placeholders(task_ids)})",
         [lease_until, worker_id, *task_ids],
     )
 
@@ -175,7 +154,7 @@ def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.da
 def succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, now: dt.datetime) -> bool:
     """1 → 2 by the holder of this attempt; the forwarded headers are dropped, used."""
     return (
-        _execute(
+        execute(
             f"UPDATE {TABLE} SET state = 2, oss_file = %s, http_status = %s, finished_at = %s, lease_until = NULL, "
             "error_message = NULL, forward_headers_encrypted = NULL, updated_at = %s "
             "WHERE id = %s AND state = 1 AND attempt_no = %s",
@@ -188,7 +167,7 @@ def succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, n
 def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int | None, now: dt.datetime) -> bool:
     """1 → 3 by the holder of this attempt."""
     return (
-        _execute(
+        execute(
             f"UPDATE {TABLE} SET state = 3, error_message = %s, http_status = %s, finished_at = %s, "
             "lease_until = NULL, updated_at = %s WHERE id = %s AND state = 1 AND attempt_no = %s",
             [error_message[:4000], http_status, now, now, task_id, attempt_no],
@@ -203,9 +182,9 @@ def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int
     attempt undone."""
     if not task_ids:
         return 0
-    return _execute(
+    return execute(
         f"UPDATE {TABLE} SET state = 0, attempt_no = attempt_no - 1, locked_by = '', lease_until = NULL, "
-        f"started_at = NULL, updated_at = %s WHERE state = 1 AND locked_by = %s AND id IN ({_in(task_ids)})",
+        f"started_at = NULL, updated_at = %s WHERE state = 1 AND locked_by = %s AND id IN ({placeholders(task_ids)})",
         [now, worker_id, *task_ids],
     )
 
@@ -217,9 +196,9 @@ def mark_downloaded(*, task_ids: Sequence[str], expire_at: dt.datetime, now: dt.
     """2 → 4 with ``expire_at``; only succeeded tasks move."""
     if not task_ids:
         return []
-    rows = _rows(
+    rows = fetch(
         f"UPDATE {TABLE} SET state = 4, expire_at = %s, updated_at = %s "
-        f"WHERE state = 2 AND id IN ({_in(task_ids)}) RETURNING id",
+        f"WHERE state = 2 AND id IN ({placeholders(task_ids)}) RETURNING id",
         [expire_at, now, *task_ids],
     )
     return [row[0] for row in rows]
@@ -232,7 +211,7 @@ def promote_waiting_retries(*, now: dt.datetime, limit: int) -> int:
     """Retries that waited at the tail for ``retryQueueMaxSeconds`` move to the head."""
     ids = [
         row[0]
-        for row in _rows(
+        for row in fetch(
             f"SELECT id FROM {TABLE} WHERE state = 0 AND priority = 1 AND jump_at <= %s "
             f"ORDER BY jump_at LIMIT %s{_skip_locked()}",
             [now, limit],
@@ -240,8 +219,8 @@ def promote_waiting_retries(*, now: dt.datetime, limit: int) -> int:
     ]
     if not ids:
         return 0
-    return _execute(
-        f"UPDATE {TABLE} SET priority = 0, updated_at = %s WHERE state = 0 AND priority = 1 AND id IN ({_in(ids)})",
+    return execute(
+        f"UPDATE {TABLE} SET priority = 0, updated_at = %s WHERE state = 0 AND priority = 1 AND id IN ({placeholders(ids)})",
         [now, *ids],
     )
 
@@ -249,7 +228,7 @@ def promote_waiting_retries(*, now: dt.datetime, limit: int) -> int:
 def stuck_ids(*, now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime, limit: int) -> list[str]:
     """Running tasks whose worker stopped renewing its lease, and tasks that sat in
     0 or 1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``."""
-    rows = _rows(
+    rows = fetch(
         f"SELECT id FROM {TABLE} WHERE (state = 1 AND (lease_until < %s OR started_at < %s)) "
         f"OR (state = 0 AND enqueue_at < %s) ORDER BY id LIMIT %s{_skip_locked()}",
         [now, started_before, queued_before, limit],
@@ -262,19 +241,19 @@ def fail_stuck(
 ) -> int:
     if not task_ids:
         return 0
-    return _execute(
+    return execute(
         f"UPDATE {TABLE} SET state = 3, finished_at = %s, lease_until = NULL, updated_at = %s, error_message = "
         "CASE WHEN state = 0 THEN 'Timed out waiting in the queue' "
         "WHEN lease_until < %s THEN 'The worker running the task stopped (its lease lapsed)' "
         "ELSE 'Timed out while running' END "
-        f"WHERE id IN ({_in(task_ids)}) AND ((state = 1 AND (lease_until < %s OR started_at < %s)) "
+        f"WHERE id IN ({placeholders(task_ids)}) AND ((state = 1 AND (lease_until < %s OR started_at < %s)) "
         "OR (state = 0 AND enqueue_at < %s))",
         [now, now, now, *task_ids, now, started_before, queued_before],
     )
 
 
 def retryable_ids(*, model_name: str, retry_times: int, limit: int) -> list[str]:
-    rows = _rows(
+    rows = fetch(
         f"SELECT id FROM {TABLE} WHERE state = 3 AND model_name = %s AND retry_count < %s "
         f"ORDER BY finished_at, id LIMIT %s{_skip_locked()}",
         [model_name, retry_times, limit],
@@ -286,16 +265,16 @@ def requeue(*, task_ids: Sequence[str], to_head: bool, jump_at: dt.datetime | No
     """3 → 0 with ``retryCount + 1``: at the tail (``enqueue_at = now``), or at the head."""
     if not task_ids:
         return 0
-    return _execute(
+    return execute(
         f"UPDATE {TABLE} SET state = 0, retry_count = retry_count + 1, priority = %s, enqueue_at = %s, "
         "jump_at = %s, started_at = NULL, finished_at = NULL, lease_until = NULL, locked_by = '', updated_at = %s "
-        f"WHERE state = 3 AND id IN ({_in(task_ids)})",
+        f"WHERE state = 3 AND id IN ({placeholders(task_ids)})",
         [0 if to_head else 1, now, jump_at, now, *task_ids],
     )
 
 
 def expired_download_rows(*, now: dt.datetime, limit: int) -> list[tuple[str, str | None]]:
-    return _rows(
+    return fetch(
         f"SELECT id, oss_file FROM {TABLE} WHERE state = 4 AND expire_at <= %s ORDER BY expire_at LIMIT %s"
         f"{_skip_locked()}",
         [now, limit],
@@ -309,8 +288,8 @@ def exhausted_failure_rows(
     models (``known``), or of every model not named (configs that were deleted)."""
     if known and not model_names:
         return []
-    names = f"model_name {'IN' if known else 'NOT IN'} ({_in(model_names)})" if model_names else "TRUE"
-    return _rows(
+    names = f"model_name {'IN' if known else 'NOT IN'} ({placeholders(model_names)})" if model_names else "TRUE"
+    return fetch(
         f"SELECT id, oss_file FROM {TABLE} WHERE state = 3 AND {names} AND retry_count >= %s "
         f"AND finished_at <= %s ORDER BY finished_at LIMIT %s{_skip_locked()}",
         [*model_names, retry_times, failed_before, limit],
@@ -321,7 +300,7 @@ def delete(*, task_ids: Sequence[str], states: Sequence[int]) -> list[tuple[str,
     """Hard delete, still in one of ``states``; returns (id, stored file) of what went."""
     if not task_ids:
         return []
-    return _rows(
-        f"DELETE FROM {TABLE} WHERE state IN ({_in(states)}) AND id IN ({_in(task_ids)}) RETURNING id, oss_file",
+    return fetch(
+        f"DELETE FROM {TABLE} WHERE state IN ({placeholders(states)}) AND id IN ({placeholders(task_ids)}) RETURNING id, oss_file",
         [*states, *task_ids],
     )

@@ -15,11 +15,12 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from ai_jobs.models import ACTIVE_STATUSES, AiRuntimeJob, ApiKeyMode, JobStatus
 from config.errors import DomainError, ErrorCode
+from config.sql import fetch
 from quotas.models import (
     PLATFORM_USAGE_SHARDS,
     CircuitBreakerEvent,
@@ -36,18 +37,6 @@ logger = logging.getLogger(__name__)
 MODEL_FAILURE_CODES = frozenset(
     {"MODEL_TIMEOUT", "MODEL_RATE_LIMIT", "MODEL_NETWORK_ERROR", "MODEL_RESPONSE_INVALID", "MODEL_JSON_PARSE_FAILED"}
 )
-
-
-def _sql(sql: str, params: list[object]) -> list[tuple[object, ...]]:
-    adapted = [
-        connection.ops.adapt_datefield_value(p) if isinstance(p, dt.date) and not isinstance(p, dt.datetime) else p
-        for p in params
-    ]
-    adapted = [connection.ops.adapt_datetimefield_value(p) if isinstance(p, dt.datetime) else p for p in adapted]
-    adapted = [connection.ops.adapt_decimalfield_value(p, 16, 4) if isinstance(p, Decimal) else p for p in adapted]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, adapted)
-        return cursor.fetchall() if cursor.description else []
 
 
 # --- the user's settings and day --------------------------------------------------------------------
@@ -108,7 +97,7 @@ def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt
     whose WHERE admits the increment, so concurrent requests at the limit never
     get more jobs than it allows. Returns the new count."""
     table = UserAiUsage._meta.db_table
-    rows = _sql(
+    rows = fetch(
         f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
         "VALUES (%s, %s, %s, 1, 0, 0, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
         f"SET job_count = {table}.job_count + 1, updated_at = EXCLUDED.updated_at "
@@ -129,7 +118,7 @@ def usage_record_result(*, job: AiRuntimeJob, total_tokens: int, cost_cents: Dec
     # The day the job was counted on; a job made outside POST /ai/jobs counts today.
     day = job.quota_date or local_date(ai_settings=ai_settings_get(user_id=job.user_id))
     table = UserAiUsage._meta.db_table
-    _sql(
+    fetch(
         f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
         "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
         f"SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
@@ -152,7 +141,7 @@ def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
     """Add to a random shard of today's platform usage; going over a budget opens the breaker."""
     table = PlatformDailyUsage._meta.db_table
     day = platform_day()
-    _sql(
+    fetch(
         f"INSERT INTO {table} (day, shard, tokens_used, cost_cents, updated_at) VALUES (%s, %s, %s, %s, %s) "
         f"ON CONFLICT (day, shard) DO UPDATE SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
         f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
@@ -177,7 +166,7 @@ class PlatformUsage:
 def platform_usage_today() -> PlatformUsage:
     day = platform_day()
     # Plain SQL: this runs in every platform-key result's transaction.
-    ((tokens, cost),) = _sql(
+    ((tokens, cost),) = fetch(
         f"SELECT COALESCE(SUM(tokens_used), 0), COALESCE(SUM(cost_cents), 0) FROM {PlatformDailyUsage._meta.db_table} "
         "WHERE day = %s",
         [day],
@@ -242,7 +231,7 @@ def breaker_record_failure() -> None:
     any failure while half-open opens it again."""
     breaker_get()
     table = PlatformCircuitBreaker._meta.db_table
-    rows = _sql(
+    rows = fetch(
         f"UPDATE {table} SET consecutive_failures = consecutive_failures + 1 WHERE id = 1 "
         "RETURNING consecutive_failures, state",
         [],
@@ -268,7 +257,7 @@ def breaker_record_success() -> None:
     """A platform-key success resets the failure count and closes a half-open breaker.
     The usual case (closed, no failures) matches no row and writes nothing."""
     table = PlatformCircuitBreaker._meta.db_table
-    rows = _sql(
+    rows = fetch(
         f"UPDATE {table} SET consecutive_failures = 0 WHERE id = 1 "
         "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state",
         [],
