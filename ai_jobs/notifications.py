@@ -32,6 +32,7 @@ from ai_jobs.models import (
     WeakPointCandidate,
 )
 from config.errors import DomainError, ErrorCode
+from config.observability.metrics import NOTIFICATIONS_FAILED
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def _enqueue(job_id: str) -> None:
         try:
             notification_create_for_job(job_id=job_id)
         except Exception:
-            logger.exception("The notification of job %s was lost", job_id)
+            NOTIFICATIONS_FAILED.inc()
+            logger.exception("The notification of job %s was lost", job_id, extra={"jobId": job_id})
 
 
 # --- write ----------------------------------------------------------------------------------------

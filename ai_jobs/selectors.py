@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Case, Count, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import TruncMinute
 
-from ai_jobs.models import AiRuntimeJob, JobStatus
+from ai_jobs.models import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    AiRuntimeJob,
+    JobStatus,
+    QueueSample,
+    RuntimeInstance,
+)
 from config.errors import DomainError, ErrorCode
 
 POLL_MAX = 50
@@ -79,3 +88,125 @@ def queue_overview(*, now: dt.datetime) -> dict[str, object]:
         "finished_last_hour": {row["status"]: row["n"] for row in last_hour},
         "errors_last_day": list(errors),
     }
+
+
+# --- what operators watch: /metrics and the dashboard read these (through ops.selectors) ---------
+
+
+def _count_where(condition: Q) -> Sum:
+    """Rows matching ``condition``, naming only its columns (``COUNT(id) FILTER`` would
+    need ``id`` and so the table, where an index-only scan is possible)."""
+    return Sum(Case(When(condition, then=Value(1)), default=Value(0)))
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    jobs: dict[tuple[str, str], int]  # (status, job_type) → jobs, for pending, locked, running
+    pending_due: dict[str, int]  # job_type → pending jobs whose time has come
+    lapsed: int  # locked/running jobs whose lease lapsed, not yet reaped
+
+    def total(self, status: str) -> int:
+        return sum(n for (s, _), n in self.jobs.items() if s == status)
+
+
+def queue_counts(*, now: dt.datetime) -> QueueCounts:
+    """Two indexed queries: pending rows from their partial index by type (index
+    only), leased rows from theirs; neither reads finished history."""
+    jobs: dict[tuple[str, str], int] = {}
+    due: dict[str, int] = {}
+    pending = (
+        AiRuntimeJob.objects.filter(status=JobStatus.PENDING)
+        .values("job_type")
+        .annotate(n=Count("*"), due=_count_where(Q(available_at__lte=now)))
+        .order_by()
+    )
+    for row in pending:
+        jobs[(JobStatus.PENDING.value, row["job_type"])] = row["n"]
+        due[row["job_type"]] = row["due"]
+    leased = (
+        AiRuntimeJob.objects.filter(status__in=ACTIVE_STATUSES)
+        .values("status", "job_type")
+        .annotate(n=Count("*"), lapsed=_count_where(Q(lock_until__lt=now)))
+        .order_by()
+    )
+    lapsed = 0
+    for row in leased:
+        jobs[(row["status"], row["job_type"])] = row["n"]
+        lapsed += row["lapsed"]
+    return QueueCounts(jobs=jobs, pending_due=due, lapsed=lapsed)
+
+
+def oldest_due_pending(*, now: dt.datetime, job_types: Sequence[str]) -> dict[str, dt.datetime]:
+    """The creation time of the oldest due pending job of each type: one short index
+    scan per type (``ai_job_pending_by_type`` in creation order), however deep the queue."""
+    oldest = {}
+    for job_type in job_types:
+        found = (
+            AiRuntimeJob.objects.filter(status=JobStatus.PENDING, job_type=job_type, available_at__lte=now)
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        if found is not None:
+            oldest[job_type] = found
+    return oldest
+
+
+@dataclass(frozen=True)
+class RuntimeLeases:
+    instance_id: str
+    held: int
+    lapsed: int
+    last_renewed_at: dt.datetime | None  # the latest lock or heartbeat of a held job
+
+
+def runtime_leases(*, now: dt.datetime, lease: dt.timedelta) -> list[RuntimeLeases]:
+    """Each instance holding locked/running jobs, from the leased rows' index."""
+    rows = (
+        AiRuntimeJob.objects.filter(status__in=ACTIVE_STATUSES)
+        .values("locked_by")
+        .annotate(held=Count("*"), lapsed=_count_where(Q(lock_until__lt=now)), last=Max("lock_until"))
+        .order_by()
+    )
+    return [
+        RuntimeLeases(
+            instance_id=row["locked_by"] or "",
+            held=row["held"],
+            lapsed=row["lapsed"],
+            last_renewed_at=row["last"] - lease if row["last"] else None,
+        )
+        for row in rows
+    ]
+
+
+def runtime_instances_seen(*, since: dt.datetime) -> list[RuntimeInstance]:
+    return list(RuntimeInstance.objects.filter(last_seen_at__gte=since).order_by("instance_id"))
+
+
+def finished_per_minute(*, since: dt.datetime) -> list[tuple[dt.datetime, str, int]]:
+    """(minute, final status, jobs) for jobs finished since then, from ``ai_job_finished``."""
+    rows = (
+        AiRuntimeJob.objects.filter(finished_at__gte=since, status__in=FINAL_STATUSES)
+        .annotate(minute=TruncMinute("finished_at"))
+        .values("minute", "status")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    return [(row["minute"], row["status"], row["n"]) for row in rows]
+
+
+def finished_with_error(*, since: dt.datetime) -> list[tuple[str, str, int]]:
+    """(status, error code, jobs) of jobs that ended failed or cancelled since then."""
+    rows = (
+        AiRuntimeJob.objects.filter(
+            finished_at__gte=since, status__in=(JobStatus.FAILED, JobStatus.CANCELLED), error_code__isnull=False
+        )
+        .values("status", "error_code")
+        .annotate(n=Count("*"))
+        .order_by("-n", "error_code")
+    )
+    return [(row["status"], row["error_code"], row["n"]) for row in rows]
+
+
+def queue_samples(*, since: dt.datetime) -> list[QueueSample]:
+    return list(QueueSample.objects.filter(minute__gte=since).order_by("minute"))

@@ -147,6 +147,7 @@ class Failed:
     status: str
     retry_count: int
     api_key_mode: str
+    job_type: str
 
 
 def fail(
@@ -178,22 +179,24 @@ def fail(
         f"finished_at = CASE WHEN {retry} THEN NULL ELSE %s END, "
         f"locked_by = CASE WHEN {retry} THEN NULL ELSE locked_by END, "
         "lock_until = NULL, deadline_ms = NULL, error_code = %s, error_message = %s, updated_at = %s "
-        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count, api_key_mode",
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count, api_key_mode, job_type",
         [retry_at, now, error_code, error_message, now, job_id, instance_id, now, attempt_no],
     )
-    return Failed(status=rows[0][0], retry_count=rows[0][1], api_key_mode=rows[0][2]) if rows else None
+    return Failed(*rows[0]) if rows else None
 
 
-def cancel_pending(*, job_ids: Sequence[str], now: dt.datetime, reason: str) -> int:
-    """pending → cancelled. Cancelled jobs are never handed to a runtime again."""
+def cancel_pending(*, job_ids: Sequence[str], now: dt.datetime, reason: str) -> list[str]:
+    """pending → cancelled. Cancelled jobs are never handed to a runtime again.
+    Returns the job types of the jobs it cancelled, one per job."""
     if not job_ids:
-        return 0
+        return []
     rows = fetch(
         f"UPDATE {TABLE} SET status = 'cancelled', finished_at = %s, error_code = 'JOB_CANCELLED', "
-        f"error_message = %s, updated_at = %s WHERE status = 'pending' AND id IN ({placeholders(job_ids)}) RETURNING id",
+        f"error_message = %s, updated_at = %s WHERE status = 'pending' AND id IN ({placeholders(job_ids)}) "
+        "RETURNING job_type",
         [now, reason, now, *job_ids],
     )
-    return len(rows)
+    return [row[0] for row in rows]
 
 
 def request_cancel(*, job_ids: Sequence[str], now: dt.datetime) -> int:
@@ -223,11 +226,12 @@ def expire(*, job_ids: Sequence[str], now: dt.datetime) -> list[str]:
     return [row[0] for row in rows]
 
 
-def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> dict[str, str]:
+def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> list[tuple[str, str, str]]:
     """expired → pending with ``retry_count + 1`` while retries remain, else failed
-    with ``JOB_TIMEOUT``; a job whose cancellation was requested ends cancelled."""
+    with ``JOB_TIMEOUT``; a job whose cancellation was requested ends cancelled.
+    Returns (id, new status, job type) of each."""
     if not job_ids:
-        return {}
+        return []
     retry = "(cancel_requested = FALSE AND retry_count < max_retry_count)"
     rows = fetch(
         f"UPDATE {TABLE} SET "
@@ -240,10 +244,10 @@ def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> dict[str, str
         "error_message = CASE WHEN cancel_requested THEN 'Cancelled; the lease lapsed before the runtime confirmed' "
         "ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END, "
         "deadline_ms = NULL, updated_at = %s "
-        f"WHERE status = 'expired' AND id IN ({placeholders(job_ids)}) RETURNING id, status",
+        f"WHERE status = 'expired' AND id IN ({placeholders(job_ids)}) RETURNING id, status, job_type",
         [now, now, now, *job_ids],
     )
-    return {row[0]: row[1] for row in rows}
+    return [(row[0], row[1], row[2]) for row in rows]
 
 
 def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:

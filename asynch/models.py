@@ -129,6 +129,10 @@ class AsynchTask(models.Model):
             models.Index(fields=["model_name", "finished_at"], name="asynch_task_failed", condition=Q(state=3)),
             models.Index(fields=["expire_at"], name="asynch_task_downloaded", condition=Q(state=4)),
             models.Index(fields=["tenant", "-created_at"], name="asynch_task_tenant"),
+            # /metrics and the dashboard count tasks by state and model: running and
+            # succeeded-not-yet-picked-up ones from these (queued and failed have theirs above).
+            models.Index(fields=["model_name", "tenant"], name="asynch_task_running_model", condition=Q(state=1)),
+            models.Index(fields=["model_name"], name="asynch_task_succeeded_model", condition=Q(state=2)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=TaskState.values), name="asynch_task_state_valid"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
+from asynch.semaphore import get_semaphore, semaphore_key
 
 
 def tenant_for_key_hash(key_hash: str) -> TenantApiKey | None:
@@ -51,3 +52,33 @@ def queue_order(*, model_name: str, limit: int = 100) -> list[str]:
         .order_by("priority", "enqueue_at", "id")
         .values_list("id", flat=True)[:limit]
     )
+
+
+# --- what operators watch: /metrics and the dashboard read these (through ops.selectors) ---------
+
+OPEN_STATES = (0, 1, 2, 3)
+
+
+def tasks_by_state_and_model() -> dict[tuple[int, str], int]:
+    """(state, model name) → tasks, for states 0-3: one query per state, each served
+    by that state's partial index, so downloaded history (state 4) is never read."""
+    counts: dict[tuple[int, str], int] = {}
+    for state in OPEN_STATES:
+        rows = AsynchTask.objects.filter(state=state).values("model_name").annotate(n=Count("*")).order_by()
+        for row in rows:
+            counts[(state, row["model_name"])] = row["n"]
+    return counts
+
+
+def running_pairs() -> list[tuple[str, str]]:
+    """(tenant, model) of running tasks: the only semaphores that can have holders."""
+    return list(AsynchTask.objects.filter(state=1).values_list("tenant_id", "model_name").distinct().order_by())
+
+
+def semaphore_in_use() -> dict[str, int]:
+    """Slots held now per model, all tenants, read from the semaphore itself."""
+    semaphore = get_semaphore()
+    held: dict[str, int] = {}
+    for tenant_id, model_name in running_pairs():
+        held[model_name] = held.get(model_name, 0) + semaphore.holders(semaphore_key(tenant_id, model_name))
+    return held

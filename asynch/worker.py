@@ -43,6 +43,8 @@ from asynch.models import AsynchModel, AsynchTask
 from asynch.semaphore import flag_clear, get_semaphore, semaphore_key
 from asynch.services import KICK_KEY, model_api_key, stat_count_call, worker_kick
 from asynch.storage import ResultFile, StorageError, get_storage
+from config.observability.context import bound
+from config.observability.metrics import ASYNCH_CALLS
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +205,8 @@ def task_execute(claimed: Claimed) -> str:
             get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
 
     try:
-        return _execute(task, call, release_slot, claimed.counted)
+        with bound(taskId=task.id):
+            return _execute(task, call, release_slot, claimed.counted)
     except Exception as error:  # a bug must not leave the task running until its lease lapses
         logger.exception("asynch: task %s failed unexpectedly", task.id)
         _drop_broken_connection()
@@ -233,14 +236,18 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
     response: requests.Response | None = None
     error_message = ""
+    outcome = "error"
     try:
         response = _session().request(call.http_method, call.url, **request)
+        outcome = "ok" if response.status_code < 400 else "error"
     except requests.Timeout:
         error_message = f"The model service did not answer within {call.timeout_seconds}s"
+        outcome = "timeout"
     except requests.RequestException as error:
         error_message = f"The model service could not be reached: {type(error).__name__}"
     finally:
         release_slot()  # the slot bounds model calls; storing the answer needs none
+        ASYNCH_CALLS.inc(task.model_name, outcome)
     now = timezone.now()
     if response is None or response.status_code >= 400:
         if response is not None:

@@ -5,10 +5,13 @@ filesystem Celery broker, so ``make run`` needs no server. ``DATABASE_URL``,
 ``REDIS_URL`` and ``CELERY_BROKER_URL`` turn the same code into the production setup.
 """
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
 import environ
+
+from config.observability.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
@@ -39,9 +42,11 @@ INSTALLED_APPS = [
     "quotas",
     "asynch",
     "runtime_worker",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    "config.observability.middleware.ObservabilityMiddleware",  # first: request id, HTTP metrics
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -86,6 +91,8 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Covering indexes (INCLUDE) are PostgreSQL's; SQLite builds the same index without them.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
@@ -233,6 +240,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "ai_jobs.tasks.reap_jobs",
         "schedule": timedelta(seconds=AI_JOB_REAPER_INTERVAL_SECONDS),
     },
+    "sample-ai-queue": {  # the dashboard's queue-depth chart, one sample a minute
+        "task": "ai_jobs.tasks.sample_queue",
+        "schedule": timedelta(seconds=60),
+        "options": {"expires": 55},
+    },
     "asynch-work": {
         "task": "asynch.tasks.work",
         "schedule": timedelta(seconds=ASYNCH_WORKER_POLL_INTERVAL),
@@ -245,13 +257,25 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# --- observability (contract §8; README: Operations) ------------------------------------------
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # or "json": one object per line
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env.str("LOG_LEVEL", default="INFO"))
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")  # set: GET /metrics needs it as a bearer token
+# Counters and histograms: in one Redis hash shared by every process of every machine,
+# flushed from each process's memory every METRICS_FLUSH_SECONDS; with no Redis, in
+# prometheus-client's multiprocess files (one machine). Set before prometheus_client loads.
+METRICS_REDIS_URL = env.str("METRICS_REDIS_URL", default=REDIS_URL)
+METRICS_REDIS_KEY = env.str("METRICS_REDIS_KEY", default="aijobs:metrics")
+METRICS_FLUSH_SECONDS = env.float("METRICS_FLUSH_SECONDS", default=1.0)
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default=str(VAR_DIR / "metrics"))
+if not METRICS_REDIS_URL:
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", PROMETHEUS_MULTIPROC_DIR)
+    Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+# A runtime instance's "last seen" is written at most this often per web process.
+RUNTIME_SEEN_WRITE_SECONDS = env.float("RUNTIME_SEEN_WRITE_SECONDS", default=5.0)
+READINESS_TIMEOUT_SECONDS = env.float("READINESS_TIMEOUT_SECONDS", default=2.0)
+# Probes and scrapes often come over plain HTTP from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 # HTTPS hardening: off for the embedded setup on plain http://127.0.0.1, on in production
 # (README: Production). ``check --deploy`` is clean with them set.

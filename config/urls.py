@@ -14,6 +14,7 @@ urlpatterns = [
     path("ai/", include("credentials.api.urls")),
     path("learning/", include("learning.api.urls")),
     path("", include("asynch.api.urls")),  # /model/* and /task/* (contract §6)
+    path("", include("ops.urls")),  # /healthz, /readyz, /metrics (contract §8)
 ]
 
 handler404 = "config.errors.json_not_found"

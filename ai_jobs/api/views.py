@@ -28,6 +28,14 @@ class InternalView(APIView):
     authentication_classes = [RuntimeAuthentication]
     permission_classes = [IsRuntime]
     throttle_classes = [RuntimeThrottle]
+    is_heartbeat = False
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # An authenticated runtime called: the dashboard and aijobs_runtimes_active know it is alive.
+        instance_id = request.headers.get(INSTANCE_HEADER, "").strip()
+        if instance_id and len(instance_id) <= 128:
+            services.runtime_seen(instance_id=instance_id, heartbeat=self.is_heartbeat)
 
 
 @extend_schema(
@@ -60,6 +68,8 @@ class LockView(InternalView):
     tags=["internal runtime"], request=s.EmptySerializer, responses=s.HeartbeatSerializer, parameters=[INSTANCE]
 )
 class HeartbeatView(InternalView):
+    is_heartbeat = True
+
     def post(self, request: Request, job_id: str) -> Response:
         beat = services.job_heartbeat(job_id=job_id, instance_id=instance_id_of(request))
         return Response(

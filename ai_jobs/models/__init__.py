@@ -12,6 +12,7 @@ from ai_jobs.models.jobs import (
     JobType,
     TargetType,
 )
+from ai_jobs.models.operations import QueueSample, RuntimeInstance
 from ai_jobs.models.records import (
     ActionType,
     AiLearningAnalysis,
@@ -51,8 +52,10 @@ __all__ = [
     "Notification",
     "NotificationKind",
     "QuestionType",
+    "QueueSample",
     "QuizQuestion",
     "QuizQuestionCandidate",
+    "RuntimeInstance",
     "Severity",
     "TargetType",
     "WeakPointCandidate",

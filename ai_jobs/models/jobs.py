@@ -115,6 +115,21 @@ class AiRuntimeJob(models.Model):
             ),
             # The reaper walks the few leased rows by id, never the whole table.
             models.Index(fields=["id"], name="ai_job_leased", condition=Q(status__in=["locked", "running", "expired"])),
+            # /metrics and the dashboard: pending jobs counted by type and the oldest due
+            # one found from the index alone, however long the table's history.
+            models.Index(
+                fields=["job_type", "created_at"],
+                include=["available_at"],
+                name="ai_job_pending_by_type",
+                condition=Q(status="pending"),
+            ),
+            # Finished jobs by minute and outcome (the dashboard), and retention's sweep.
+            models.Index(
+                fields=["finished_at"],
+                include=["status", "error_code"],
+                name="ai_job_finished",
+                condition=Q(finished_at__isnull=False),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

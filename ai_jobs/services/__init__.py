@@ -6,6 +6,7 @@
 
 from ai_jobs.services.creation import SubmittedJob, job_submit
 from ai_jobs.services.jobs import job_cancel, job_create, job_rerun, jobs_cancel
+from ai_jobs.services.operations import queue_sample_record, runtime_seen
 from ai_jobs.services.reaper import jobs_reap
 from ai_jobs.services.runtime import (
     FailOutcome,
@@ -40,6 +41,8 @@ __all__ = [
     "job_submit",
     "jobs_cancel",
     "jobs_reap",
+    "queue_sample_record",
     "result_submit",
     "retry_delay",
+    "runtime_seen",
 ]

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from ai_jobs import transitions
+from ai_jobs import metrics, transitions
 from ai_jobs.models import (
     AiJobSnapshot,
     AiRuntimeJob,
@@ -89,9 +89,10 @@ def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[i
     (cancelled, cancel requested)."""
     now = timezone.now()
     cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
+    metrics.jobs_finished(status=JobStatus.CANCELLED, job_types=cancelled, error_code="JOB_CANCELLED")
     # Pending first: a job locked between the two statements is caught by the second.
     requested = transitions.request_cancel(job_ids=job_ids, now=now)
-    return cancelled, requested
+    return len(cancelled), requested
 
 
 def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:

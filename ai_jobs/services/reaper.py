@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import transitions
+from ai_jobs import metrics, transitions
 from ai_jobs.notifications import notify_after_commit
 
 logger = logging.getLogger(__name__)
@@ -35,10 +35,13 @@ def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
                 break
             totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
             settled = transitions.settle_expired(job_ids=ids, now=now)
-            totals.update(settled.values())
-            for job_id, status in settled.items():
+            totals.update(status for _, status, _ in settled)
+            for job_id, status, _ in settled:
                 if status == "failed":
                     notify_after_commit(job_id)
+            for status, code in (("failed", "JOB_TIMEOUT"), ("cancelled", "JOB_CANCELLED")):
+                types = [job_type for _, moved_to, job_type in settled if moved_to == status]
+                metrics.jobs_finished(status=status, job_types=types, error_code=code)
         cursor = ids[-1]
         if len(ids) < batch:
             break

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import output_schemas, transitions
+from ai_jobs import metrics, output_schemas, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     AiInvocationLog,
@@ -199,6 +199,8 @@ def result_submit(
             )
             result_persist(job=job, result=result)
             quotas.usage_record_result(job=job, total_tokens=result.total_tokens, cost_cents=result.cost_cents)
+            metrics.jobs_finished(status=JobStatus.SUCCEEDED, job_types=[job.job_type])
+            metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=result.total_tokens)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
     existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
     if existing is None:
@@ -258,6 +260,8 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
         quotas.breaker_record_failure()
     if moved.status == JobStatus.FAILED:
         notify_after_commit(job_id)
+    if moved.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+        metrics.jobs_finished(status=moved.status, job_types=[moved.job_type], error_code=code.code)
     return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)
 
 
@@ -280,7 +284,7 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
     """Store a runtime's model-call telemetry. Logs may come after the result, and
     from a runtime that lost its lease: they are history, not a transition. A log
     sent twice (same job, attempt and request id) is stored once."""
-    job = AiRuntimeJob.objects.filter(id=job_id).only("attempt_no").first()
+    job = AiRuntimeJob.objects.filter(id=job_id).only("attempt_no", "api_key_mode").first()
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
     bad = {
@@ -299,5 +303,14 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
         )
         for log in logs
     ]
+    failed_calls = [row for row in rows if row.error_code and row.total_tokens]
+    if failed_calls:  # the accepted call's tokens count through its result; failed calls' here, once
+        stored = set(
+            AiInvocationLog.objects.filter(
+                job_id=job_id, request_id__in=[row.request_id for row in failed_calls if row.request_id]
+            ).values_list("attempt_no", "request_id")
+        )
+        new = [row for row in failed_calls if not row.request_id or (row.attempt_no, row.request_id) not in stored]
+        metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=sum(row.total_tokens for row in new))
     AiInvocationLog.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)

@@ -1,0 +1,44 @@
+"""gunicorn's own lines in ``LOG_FORMAT``: the error log, and an access line that
+carries the request's id (read from the response, since the request's log context
+has closed by the time gunicorn writes it). Used by ``config/gunicorn.py``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gunicorn import glogging
+
+from config.observability.logging import ContextFilter, formatter_for
+
+
+class Logger(glogging.Logger):
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        formatter = formatter_for(os.environ.get("LOG_FORMAT", "text") or "text")
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.setFormatter(formatter)
+                if not any(isinstance(f, ContextFilter) for f in handler.filters):
+                    handler.addFilter(ContextFilter())
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+        if not self.access_log_enabled:
+            return
+        try:
+            headers = resp.headers.items() if hasattr(resp.headers, "items") else resp.headers
+            request_id = next((value for name, value in headers if name.lower() == "x-request-id"), None)
+            status = str(resp.status).split(None, 1)[0]
+            millis = request_time.seconds * 1000 + request_time.microseconds / 1000
+            path = environ.get("PATH_INFO", "")
+            query = environ.get("QUERY_STRING")
+            self.access_log.info(
+                "%s %s %s %.1fms",
+                environ.get("REQUEST_METHOD"),
+                f"{path}?{query}" if query else path,
+                status,
+                millis,
+                extra={"requestId": request_id},
+            )
+        except Exception:
+            self.error_log.exception("access log line failed")
