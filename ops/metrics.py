@@ -79,8 +79,9 @@ def _asynch_families(now: Any) -> Iterator[GaugeMetricFamily]:
 
 def _semaphore_families(now: Any) -> Iterator[GaugeMetricFamily]:
     family = _gauge("asynch_semaphore_in_use", "model-asynch semaphore slots held now, all tenants", ["model_name"])
-    for name, held in sorted(selectors.asynch_slots().items()):
-        family.add_metric([name], held)
+    slots = selectors.asynch_slots()
+    for model in selectors.asynch_queue(tasks={}, slots=slots):  # every configured model, 0 when idle
+        family.add_metric([model.model_name], model.slots_in_use)
     yield family
 
 

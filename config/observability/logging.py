@@ -52,6 +52,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            "process": record.process,  # which of several gunicorn or Celery workers
         }
         for field in context.FIELDS:
             value = getattr(record, field, None)

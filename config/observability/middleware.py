@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.log import log_response
 
 from config.observability import context
 from config.observability.metrics import HTTP_DURATION, HTTP_REQUESTS
@@ -52,6 +53,10 @@ class ObservabilityMiddleware:
         token = context.open_context(requestId=request_id)
         try:
             response = self.get_response(request)
+            if response.status_code >= 400:
+                # Django's own line for an error answer, written here, inside the request's
+                # context (Django writes it after the middleware returns, outside it).
+                log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
         finally:
             context.close_context(token)
         response[REQUEST_ID_HEADER] = request_id

@@ -1,0 +1,114 @@
+"""Request ids and the two log formats (contract §8): the caller's well-formed
+``X-Request-ID`` back, a new one otherwise, on every line the request causes; one
+JSON object per line with the contract's fields; keys and tokens masked in both."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+from django.test import Client
+
+from config.observability import context
+from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter, logging_config
+from config.observability.redact import redact
+from tests.conftest import RuntimeClient
+from tests.factories import JobFactory
+
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
+
+
+@pytest.fixture
+def lines() -> Iterator[dict[str, io.StringIO]]:
+    """Everything logged, as the console handler would write it in each format."""
+    streams = {"json": io.StringIO(), "text": io.StringIO()}
+    handlers = []
+    for name, formatter in (("json", JsonFormatter()), ("text", TextFormatter())):
+        handler = logging.StreamHandler(streams[name])
+        handler.setFormatter(formatter)
+        handler.addFilter(ContextFilter())
+        handlers.append(handler)
+        logging.getLogger().addHandler(handler)
+    yield streams
+    for handler in handlers:
+        logging.getLogger().removeHandler(handler)
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [("abc-123", True), ("0b7f0a4e-5d3c-4c8e-9b1a-2f6e8d9c0a1b", True), ("trace:01J.x_y", True), ("x" * 128, True),
+     ("x" * 129, False), ("has space", False), ("new\nline", False), ("", False), ("ünïcode", False)],
+)  # fmt: skip
+def test_a_well_formed_request_id_comes_back_and_any_other_is_replaced(given, kept):
+    response = Client().get("/healthz", HTTP_X_REQUEST_ID=given)
+    if kept:
+        assert response["X-Request-ID"] == given
+    else:
+        assert re.fullmatch(r"[0-9a-f]{32}", response["X-Request-ID"])
+
+
+def test_every_line_of_a_request_carries_its_request_id_job_and_runtime(lines, settings):
+    settings.LOG_FORMAT = "json"
+    job = JobFactory()
+    runtime = RuntimeClient("runtime-7")
+    runtime.client.credentials(
+        HTTP_AUTHORIZATION="Bearer test-runtime-token",
+        HTTP_X_RUNTIME_INSTANCE_ID="runtime-7",
+        HTTP_X_REQUEST_ID="abc-123",
+    )
+    assert runtime.heartbeat(job.id).status_code == 409  # not locked: django.request logs a warning
+    records = [json.loads(line) for line in lines["json"].getvalue().splitlines()]
+    mine = [r for r in records if r.get("requestId") == "abc-123"]
+    assert mine and all(r["jobId"] == job.id and r["runtimeInstanceId"] == "runtime-7" for r in mine)
+    assert any(r["logger"] == "django.request" and r["level"] == "WARNING" for r in mine)
+    for record in records:
+        assert {"time", "level", "logger", "message"} <= set(record)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["time"])
+    assert "requestId=abc-123" in lines["text"].getvalue() and f"jobId={job.id}" in lines["text"].getvalue()
+    assert context.current() == {}  # nothing of the request is left behind
+
+
+def test_extra_fields_name_what_a_line_concerns_outside_a_request(lines):
+    log = logging.getLogger("runtime_worker.job")
+    with context.bound(taskId="task_1"):
+        log.warning("job %s: lease lost", "job_9", extra={"jobId": "job_9", "runtimeInstanceId": "rt-1"})
+    record = json.loads(lines["json"].getvalue().splitlines()[-1])
+    assert (record["jobId"], record["runtimeInstanceId"], record["taskId"]) == ("job_9", "rt-1", "task_1")
+    assert record["message"] == "job job_9: lease lost" and "requestId" not in record
+
+
+def test_exceptions_are_one_json_line_and_keys_and_tokens_are_masked_in_both_formats(lines, settings):
+    settings.RUNTIME_SERVICE_TOKENS = ["configured-runtime-token-123"]
+    log = logging.getLogger("tests.redaction")
+    try:
+        raise RuntimeError("provider refused sk-live0123456789abcdef")
+    except RuntimeError:
+        log.exception(
+            "calling with Authorization: Bearer eyJhbGciOi.payload.sig and key %s via %s, token %s, file %s",
+            "sk-abcdef0123456789", "postgres://app:db-password-1@db:5432/x", "configured-runtime-token-123",
+            "/task/download/signed.token:value",
+        )  # fmt: skip
+    for name in ("json", "text"):
+        text = lines[name].getvalue()
+        for secret in ("sk-live0123456789abcdef", "sk-abcdef0123456789", "eyJhbGciOi", "db-password-1",
+                       "configured-runtime-token-123", "signed.token"):  # fmt: skip
+            assert secret not in text, (name, secret)
+    [line] = lines["json"].getvalue().splitlines()
+    record = json.loads(line)
+    assert "RuntimeError" in record["exception"] and "sk-****" in record["exception"]
+    assert "Bearer ****" in record["message"] and "postgres://app:****@db" in record["message"]
+
+
+def test_an_unknown_log_format_is_refused_at_start_up():
+    assert logging_config(log_format="json", level="INFO")["handlers"]["console"]["formatter"] == "json"
+    with pytest.raises(ValueError, match="LOG_FORMAT"):
+        logging_config(log_format="xml", level="INFO")
+
+
+def test_redact_leaves_ordinary_text_alone():
+    text = "job job_01abc failed: MODEL_TIMEOUT after 30s (attempt 2 of 3)"
+    assert redact(text) == text
