@@ -15,8 +15,11 @@ DEV_ADMIN_USER ?= admin
 DEV_ADMIN_PASSWORD ?= admin
 DEV_RUNTIME_TOKEN ?= dev-runtime-token
 STANDIN_PORT ?= 8300
+# What repeats every second while nothing happens (beat's ticks, the worker's empty runs,
+# the runtime's empty claims), kept out of make run's output; LOG_LEVELS= shows it all.
+QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv run test lint bench clean
+.PHONY: venv browser run test lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,15 +28,22 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 venv: $(STAMP)
 
+# The browser tests drive Debian's chromium (Playwright's own download cannot run here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 run: venv
 	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
 		RUNTIME_SERVICE_TOKEN=$${RUNTIME_SERVICE_TOKEN:-$(DEV_RUNTIME_TOKEN)} \
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
 		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
-		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT); \
+		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT) \
+		LOG_LEVELS=$${LOG_LEVELS:-$(QUIET_LOGGERS)}; \
 	$(BIN)/python manage.py migrate --noinput -v0 && \
 	$(BIN)/python manage.py collectstatic --noinput -v0 && \
 	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \
+	rm -rf var/metrics; \
 	procs="web worker beat runtime"; \
 	if [ -z "$$PLATFORM_DEEPSEEK_API_KEY" ] && ! grep -qs '^PLATFORM_DEEPSEEK_API_KEY=..*' .env; then \
 		export PLATFORM_DEEPSEEK_API_KEY=sk-standin-placeholder DEEPSEEK_BASE_URL=http://127.0.0.1:$(STANDIN_PORT); \
@@ -44,13 +54,15 @@ run: venv
 
 # The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
-test: venv
+test: venv browser
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then \
 	  echo "--- embedded default (SQLite, no Redis) ---"; \
-	  env -u REDIS_URL DATABASE_URL=sqlite:///$(CURDIR)/var/test-embedded.sqlite3 CELERY_BROKER_URL=memory:// \
+	  rm -rf $(CURDIR)/var/test-metrics; \
+	  env -u REDIS_URL -u METRICS_REDIS_URL DATABASE_URL=sqlite:///$(CURDIR)/var/test-embedded.sqlite3 CELERY_BROKER_URL=memory:// \
+	  PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/test-metrics \
 	  $(BIN)/pytest -m embedded -q -p no:cacheprovider; \
 	fi
 

@@ -1,17 +1,13 @@
-"""Operators' view of the queue: filter jobs, rerun failed ones, cancel."""
+"""Operators' view of the queue: filter jobs, rerun failed ones, cancel. The dashboard
+linked from the job list is ``ops.dashboard``'s."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.urls import path
-from django.utils import timezone
+from django.http import HttpRequest
 
-from ai_jobs import selectors, services
+from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus
 from config.errors import DomainError
 
@@ -65,26 +61,6 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
     inlines = [ResultInline, InvocationLogInline]
     list_select_related = ["user"]
     change_list_template = "admin/ai_jobs/airuntimejob/change_list.html"
-
-    def get_urls(self) -> list[Any]:
-        dashboard = path("dashboard/", self.admin_site.admin_view(self.dashboard_view), name="ai_jobs_dashboard")
-        return [dashboard, *super().get_urls()]
-
-    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        overview = selectors.queue_overview(now=timezone.now())
-        statuses = [status for status, _ in JobStatus.choices]
-        grid: dict[str, dict[str, int]] = {}
-        for row in overview["by_status_type"]:  # type: ignore[union-attr]
-            grid.setdefault(row["job_type"], dict.fromkeys(statuses, 0))[row["status"]] = row["n"]
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "AI job queue",
-            "opts": self.model._meta,
-            "overview": overview,
-            "statuses": statuses,
-            "grid": sorted(grid.items()),
-        }
-        return render(request, "admin/ai_jobs/dashboard.html", context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> list[str]:
         # Status and lease only ever change through the state machine.

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncMinute
 
 from ai_jobs.models import (
@@ -50,44 +50,6 @@ def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} not found")
     return job
-
-
-def queue_overview(*, now: dt.datetime) -> dict[str, object]:
-    """What an operator watches: jobs by status and type, the queue's age, leases."""
-    by_status_type = AiRuntimeJob.objects.values("status", "job_type").annotate(n=Count("id")).order_by()
-    pending = AiRuntimeJob.objects.filter(status=JobStatus.PENDING).aggregate(
-        due=Count("id", filter=Q(available_at__lte=now)),
-        backing_off=Count("id", filter=Q(available_at__gt=now)),
-        oldest=Min("created_at"),
-    )
-    leased = AiRuntimeJob.objects.filter(status__in=(JobStatus.LOCKED, JobStatus.RUNNING)).aggregate(
-        total=Count("id"),
-        lapsed=Count("id", filter=Q(lock_until__lt=now)),
-        cancel_requested=Count("id", filter=Q(cancel_requested=True)),
-    )
-    last_hour = (
-        AiRuntimeJob.objects.filter(finished_at__gte=now - dt.timedelta(hours=1))
-        .values("status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    errors = (
-        AiRuntimeJob.objects.filter(updated_at__gte=now - dt.timedelta(hours=24), error_code__isnull=False)
-        .values("error_code")
-        .annotate(n=Count("id"))
-        .order_by("-n")[:10]
-    )
-    return {
-        "by_status_type": list(by_status_type),
-        "pending_due": pending["due"],
-        "pending_backing_off": pending["backing_off"],
-        "oldest_pending_age": (now - pending["oldest"]) if pending["oldest"] else None,
-        "leased": leased["total"],
-        "lapsed_leases": leased["lapsed"],
-        "cancel_requested": leased["cancel_requested"],
-        "finished_last_hour": {row["status"]: row["n"] for row in last_hour},
-        "errors_last_day": list(errors),
-    }
 
 
 # --- what operators watch: /metrics and the dashboard read these (through ops.selectors) ---------

@@ -259,7 +259,11 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- observability (contract §8; README: Operations) ------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # or "json": one object per line
-LOGGING = logging_config(log_format=LOG_FORMAT, level=env.str("LOG_LEVEL", default="INFO"))
+LOGGING = logging_config(
+    log_format=LOG_FORMAT,
+    level=env.str("LOG_LEVEL", default="INFO"),
+    levels=env.dict("LOG_LEVELS", default={}),  # logger=LEVEL,...: make run quiets the idle loop's lines
+)
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")  # set: GET /metrics needs it as a bearer token
 # Counters and histograms: in one Redis hash shared by every process of every machine,
 # flushed from each process's memory every METRICS_FLUSH_SECONDS; with no Redis, in

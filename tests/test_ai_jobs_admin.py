@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from ai_jobs.models import AiRuntimeJob
 from tests.conftest import RuntimeClient
@@ -68,9 +71,19 @@ def test_the_queue_pages_render_with_their_filters(operator):
 
 def test_the_queue_dashboard_counts_jobs_by_type_and_status(operator):
     JobFactory.create_batch(3)
-    JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    JobFactory(status="failed", error_code="MODEL_TIMEOUT", finished_at=timezone.now())
     page = operator.get("/admin/ai_jobs/airuntimejob/dashboard/")
     assert page.status_code == 200
     text = page.content.decode()
-    assert "Pending, due now</th><td>3" in text and "MODEL_TIMEOUT" in text
+    assert re.search(r'data-tile="pending"><span class="label">Pending</span><span class="big">3<', text)
+    assert "MODEL_TIMEOUT" in text and 'data-chart="throughput-hour"' in text
+    partial = operator.get("/admin/ai_jobs/airuntimejob/dashboard/?partial=1").content.decode()
+    assert partial.lstrip().startswith("<header") and "MODEL_TIMEOUT" in partial
     assert "Queue dashboard" in operator.get("/admin/ai_jobs/airuntimejob/").content.decode()
+
+
+def test_the_dashboard_is_for_staff_only():
+    client = Client()
+    assert client.get("/admin/ai_jobs/airuntimejob/dashboard/").status_code == 302
+    client.force_login(get_user_model().objects.create_user("learner", "l@example.com", "pw"))
+    assert client.get("/admin/ai_jobs/airuntimejob/dashboard/?partial=1").status_code == 302

@@ -91,8 +91,9 @@ def formatter_for(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
-def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
-    """Django's ``LOGGING``: one stream handler on the root, formatted and filtered."""
+def logging_config(*, log_format: str, level: str, levels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Django's ``LOGGING``: one stream handler on the root, formatted and filtered;
+    ``levels`` sets some loggers' own level (``LOG_LEVELS``: ``celery.beat=WARNING,...``)."""
     formatter_for(log_format)  # refuse an unknown format at start-up, not at the first line
     return {
         "version": 1,
@@ -106,6 +107,7 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
             "console": {"class": "logging.StreamHandler", "formatter": log_format, "filters": ["context"]},
         },
         "root": {"handlers": ["console"], "level": level},
+        "loggers": {name: {"level": value.upper()} for name, value in (levels or {}).items()},
     }
 
 
