@@ -59,6 +59,8 @@ class JobRun:
         self.runtime = runtime
         self.api = runtime.api
         self.job = job
+        # Its lines name the job and the instance (JSON fields jobId, runtimeInstanceId).
+        self.log = logging.LoggerAdapter(logger, {"jobId": job.job_id, "runtimeInstanceId": runtime.config.instance_id})
         self.deadline = time.monotonic() + job.timeout_seconds
         self.cancel_requested = False
         self.lost = False
@@ -77,7 +79,7 @@ class JobRun:
     def lose(self, reason: str) -> None:
         self.lost = True
         self.wake.set()
-        logger.info("job %s: lease lost (%s); abandoning it", self.job.job_id, reason)
+        self.log.info("job %s: lease lost (%s); abandoning it", self.job.job_id, reason)
 
     def abort_for_shutdown(self) -> None:
         self.shutdown = True
@@ -92,10 +94,10 @@ class JobRun:
         except _Stop as stop:
             outcome = self._report_failure(stop.code, stop.message)
         except _Abandon as why:
-            logger.info("job %s: abandoned (%s)", self.job.job_id, why)
+            self.log.info("job %s: abandoned (%s)", self.job.job_id, why)
         except Exception:
             # A bug, not a job failure: let the lease lapse so the reaper retries it.
-            logger.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
+            self.log.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
         finally:
             self.settled = True
             self._send_invocation_logs()
@@ -172,7 +174,7 @@ class JobRun:
             ),
             on_refused=self._result_refused,
         )
-        logger.info(
+        self.log.info(
             "job %s (%s) succeeded in %.2fs: %d tokens (%d cached), %s cents",
             job.job_id,
             job.job_type,
@@ -197,7 +199,7 @@ class JobRun:
             except ApiUnavailable as error:
                 if attempts is not None and tries >= attempts:
                     raise
-                logger.debug("job %s: %s not fetched (%s); retrying", self.job.job_id, what, error)
+                self.log.debug("job %s: %s not fetched (%s); retrying", self.job.job_id, what, error)
                 self.wake.wait(backoff.next(error.retry_after))
                 self.wake.clear()
                 self.checkpoint()
@@ -311,7 +313,7 @@ class JobRun:
                 limit = min(give_up, self.runtime.hard_stop_at or give_up)
                 delay = backoff.next(error.retry_after)
                 if time.monotonic() + delay > limit:
-                    logger.error(
+                    self.log.error(
                         "job %s: %s not delivered, API unreachable (%s); the lease will lapse and the job be retried",
                         self.job.job_id,
                         what,
@@ -320,7 +322,7 @@ class JobRun:
                     raise _Abandon(f"{what} undeliverable") from None
                 if not warned:
                     warned = True
-                    logger.warning(
+                    self.log.warning(
                         "job %s: %s not delivered yet (%s); holding it and retrying", self.job.job_id, what, error
                     )
                 time.sleep(delay)
@@ -345,12 +347,12 @@ class JobRun:
                 ),
             )
         except _Abandon as why:
-            logger.info("job %s: %s not recorded (%s)", job.job_id, code.code, why)
+            self.log.info("job %s: %s not recorded (%s)", job.job_id, code.code, why)
             return "abandoned"
         except ApiError as error:
-            logger.error("job %s: failure %s refused: %s", job.job_id, code.code, error)
+            self.log.error("job %s: failure %s refused: %s", job.job_id, code.code, error)
             return "abandoned"
-        logger.info("job %s (%s): %s → %s: %s", job.job_id, job.job_type, code.code, answer.get("status"), message)
+        self.log.info("job %s (%s): %s → %s: %s", job.job_id, job.job_type, code.code, answer.get("status"), message)
         return f"failed:{code.code}"
 
     def _send_invocation_logs(self) -> None:
@@ -364,9 +366,9 @@ class JobRun:
             except ApiUnavailable:
                 time.sleep(0.2 * 2**attempt)
             except ApiError as error:
-                logger.warning("job %s: invocation logs refused: %s", self.job.job_id, error)
+                self.log.warning("job %s: invocation logs refused: %s", self.job.job_id, error)
                 return
-        logger.warning("job %s: invocation logs not delivered", self.job.job_id)
+        self.log.warning("job %s: invocation logs not delivered", self.job.job_id)
 
     def _log_entry(self, call: ModelCall) -> dict[str, Any]:
         usage = call.usage or Usage()

@@ -211,20 +211,20 @@ class Runtime:
                 try:
                     self.beat(run)
                 except Exception:  # a bug must not stop the heartbeats of every other job
-                    logger.exception("heartbeat of %s failed", run.job.job_id)
+                    run.log.exception("heartbeat of %s failed", run.job.job_id)
 
     def beat(self, run: JobRun) -> None:
         """One heartbeat for one job; what it learns goes to the job's flags."""
         try:
             beat = self.api.heartbeat(run.job.job_id)
         except ApiUnavailable as error:
-            logger.debug("heartbeat of %s not delivered: %s", run.job.job_id, error)
+            run.log.debug("heartbeat of %s not delivered: %s", run.job.job_id, error)
             return
         except ApiError as error:
             if error.job_gone and not (run.settled or run.delivering):
                 run.lose(error.message)
             elif not error.job_gone:
-                logger.warning("heartbeat of %s refused: %s", run.job.job_id, error)
+                run.log.warning("heartbeat of %s refused: %s", run.job.job_id, error)
             return
         run.job.lock_until_ms = beat.lock_until_ms
         if beat.cancel_requested:

@@ -8,6 +8,7 @@ Celery message and the stored row are searched for it."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import secrets
@@ -23,6 +24,7 @@ from django.views.debug import ExceptionReporter
 from rest_framework_simplejwt.tokens import AccessToken
 
 from ai_jobs.models import AiRuntimeJob
+from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter
 from credentials import crypto
 from tests.conftest import RuntimeClient, error_code
 from tests.factories import UserFactory
@@ -47,6 +49,22 @@ def sql_and_debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogC
     connection.force_debug_cursor = True
     yield caplog
     connection.force_debug_cursor = forced
+
+
+@pytest.fixture
+def formatted_logs() -> Iterator[dict[str, io.StringIO]]:
+    """Every record as the console handler writes it, in each LOG_FORMAT."""
+    streams = {"text": io.StringIO(), "json": io.StringIO()}
+    handlers = []
+    for name, formatter in (("text", TextFormatter()), ("json", JsonFormatter())):
+        handler = logging.StreamHandler(streams[name])
+        handler.setFormatter(formatter)
+        handler.addFilter(ContextFilter())
+        logging.getLogger().addHandler(handler)
+        handlers.append(handler)
+    yield streams
+    for handler in handlers:
+        logging.getLogger().removeHandler(handler)
 
 
 @pytest.fixture
@@ -78,6 +96,7 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
     runtime: RuntimeClient,
     other_runtime: RuntimeClient,
     sql_and_debug_logs,
+    formatted_logs,
     celery_messages,
     monkeypatch,
 ):
@@ -159,6 +178,17 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
         text = _record_text(record)
         for canary in canaries:
             assert canary not in text, f"the key leaked in a log record of {record.name}: {record.getMessage()[:200]}"
+
+    # The same records as written to the console, in both formats: one JSON object per
+    # line, each line of a request with its id, and no key in either.
+    json_lines = formatted_logs["json"].getvalue().splitlines()
+    assert json_lines and formatted_logs["text"].getvalue()
+    parsed = [json.loads(line) for line in json_lines]  # a traceback stays inside its line's object
+    assert any(line.get("exception") for line in parsed)
+    assert any(line.get("requestId") and line["logger"] == "django.request" for line in parsed)
+    for name, stream in formatted_logs.items():
+        for canary in canaries:
+            assert canary not in stream.getvalue(), f"the key leaked in the {name} log output"
 
     # The exception report an error e-mail or a DEBUG page would show for the crash.
     crash = next(r for r in records if r.name == "config.errors" and r.exc_info)

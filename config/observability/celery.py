@@ -29,7 +29,8 @@ def _carry_request_id(headers: dict[str, Any] | None = None, **kwargs: Any) -> N
 
 @task_prerun.connect(weak=False)
 def _open(task_id: str | None = None, task: Any = None, **kwargs: Any) -> None:
-    request_id = getattr(getattr(task, "request", None), "request_id", None)
+    request = getattr(task, "request", None)
+    request_id = getattr(request, "request_id", None) or (getattr(request, "headers", None) or {}).get("request_id")
     if task_id:
         _tokens[task_id] = context.open_context(requestId=request_id if isinstance(request_id, str) else None)
 

@@ -7,9 +7,9 @@ response and, through the log context, on every log line the request causes."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-import uuid
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
@@ -39,7 +39,7 @@ def api_of(path: str) -> str:
 
 def request_id_of(request: HttpRequest) -> str:
     given = request.META.get("HTTP_X_REQUEST_ID", "")
-    return given if _WELL_FORMED.fullmatch(given) else uuid.uuid4().hex
+    return given if given and _WELL_FORMED.fullmatch(given) else os.urandom(16).hex()
 
 
 class ObservabilityMiddleware:
@@ -69,7 +69,9 @@ class ObservabilityMiddleware:
         """What the request concerns, for its log lines: the job or task in its path
         or query, and the runtime instance that calls."""
         job_id = view_kwargs.get("job_id")
-        task_id = view_kwargs.get("task_id") or request.GET.get("taskId")
+        task_id = view_kwargs.get("task_id") or (
+            request.GET.get("taskId") if request.path_info.startswith("/task/") else None
+        )
         instance_id = request.META.get("HTTP_X_RUNTIME_INSTANCE_ID")
         context.bind(
             jobId=job_id if isinstance(job_id, str) and _WELL_FORMED.fullmatch(job_id) else None,
