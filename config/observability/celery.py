@@ -6,6 +6,7 @@ a worker process pushes its metrics before it exits."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun, worker_process_shutdown
@@ -16,8 +17,11 @@ _tokens: dict[str, Any] = {}
 
 
 @setup_logging.connect(weak=False)
-def _keep_django_logging(**kwargs: Any) -> None:
-    """Connected, this stops Celery from replacing the root logger's handlers."""
+def _keep_django_logging(loglevel: int | str | None = None, **kwargs: Any) -> None:
+    """Connected, this stops Celery from replacing the root logger's handlers; its
+    ``--loglevel`` still sets the level, as it would have."""
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
 
 
 @before_task_publish.connect(weak=False)
