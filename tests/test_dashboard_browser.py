@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 from django.contrib.auth import get_user_model
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -51,6 +52,9 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+        # While Playwright's loop is marked running, Django keeps this thread's connections
+        # per context rather than per thread: close them here, or they outlive the test.
+        connections.close_all()
 
 
 @pytest.fixture
