@@ -5,6 +5,10 @@ commits, the Celery task ``ai_jobs.tasks.notify_job_finished`` writes the notice
 with ``notification_create_for_job``. A rolled-back transaction sends nothing. The
 job row, not the message, says what happened, so the task can run twice (at most
 one notice per job and kind) or late (it reads the job's final state).
+
+The task is defined here, beside what enqueues it, and exported by ``ai_jobs.tasks``:
+the services that finish jobs enqueue it, and the tasks module imports those
+services, so defining it there would make the two import each other.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import logging
 from functools import partial
 from typing import Any
 
+from celery import shared_task
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
@@ -32,6 +37,7 @@ from ai_jobs.models import (
     WeakPointCandidate,
 )
 from config.errors import DomainError, ErrorCode
+from config.observability.context import bound
 from config.observability.metrics import NOTIFICATIONS_FAILED
 
 logger = logging.getLogger(__name__)
@@ -58,10 +64,30 @@ def notify_after_commit(job_id: str) -> None:
     transaction.on_commit(partial(_enqueue, job_id))
 
 
+_TRANSIENT = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    name="ai_jobs.tasks.notify_job_finished",
+    bind=True,
+    ignore_result=True,
+    autoretry_for=_TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+)
+def notify_job_finished(self, job_id: str) -> None:  # type: ignore[no-untyped-def]
+    with bound(jobId=job_id):
+        try:
+            notification_create_for_job(job_id=job_id)
+        except Exception as error:
+            # Counted once it is given up on: not retried, or out of retries.
+            if not isinstance(error, _TRANSIENT) or self.request.retries >= self.max_retries:
+                NOTIFICATIONS_FAILED.inc()
+            raise
+
+
 def _enqueue(job_id: str) -> None:
     # Runs after commit: an error here must not turn a stored result into a 500.
-    from ai_jobs.tasks import notify_job_finished  # the tasks module imports the services
-
     try:
         notify_job_finished.delay(job_id)
     except Exception:

@@ -14,6 +14,7 @@ from ai_jobs.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
     AiRuntimeJob,
+    ApiKeyMode,
     JobStatus,
     QueueSample,
     RuntimeInstance,
@@ -50,6 +51,22 @@ def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} not found")
     return job
+
+
+def open_job_ids(*, user: AbstractBaseUser) -> list[str]:
+    """The user's jobs that have not finished: pending, locked or running."""
+    return list(
+        AiRuntimeJob.objects.filter(user=user, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)).values_list(
+            "id", flat=True
+        )
+    )
+
+
+def active_platform_jobs() -> int:
+    """Platform-key jobs pending, locked or running: what a half-open breaker admits against."""
+    return AiRuntimeJob.objects.filter(
+        api_key_mode=ApiKeyMode.PLATFORM_KEY, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)
+    ).count()
 
 
 # --- what operators watch: /metrics and the dashboard read these (through ops.selectors) ---------

@@ -1,13 +1,12 @@
 """Snapshots: what a runtime is given about the learner, built per target type.
 
-A builder turns ``(user, target_id)`` into the ``data`` of a snapshot; the
-registry below picks one by target type. The base every snapshot carries is who
-the learner is and what the target is; the learning domain adds its builders.
+A builder of the learning domain (``learning.snapshots.BUILDERS``) turns
+``(user, target_id)`` into the ``data`` of a snapshot. The base every snapshot
+carries is who the learner is and what the target is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,19 +15,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from ai_jobs.models import AiJobSnapshot
+from learning.snapshots import BUILDERS
 
 SNAPSHOT_SCHEMA_VERSION = "v1"
-
-Builder = Callable[[AbstractBaseUser, str], dict[str, Any]]
-_BUILDERS: dict[str, Builder] = {}
-
-
-def register(target_type: str) -> Callable[[Builder], Builder]:
-    def decorate(builder: Builder) -> Builder:
-        _BUILDERS[target_type] = builder
-        return builder
-
-    return decorate
 
 
 def build_data(*, user: AbstractBaseUser, target_type: str, target_id: str) -> dict[str, Any]:
@@ -36,7 +25,7 @@ def build_data(*, user: AbstractBaseUser, target_type: str, target_id: str) -> d
         "learner": {"userId": str(user.pk), "username": user.get_username()},
         "target": {"type": target_type, "id": target_id},
     }
-    builder = _BUILDERS.get(target_type)
+    builder = BUILDERS.get(target_type)
     if builder is not None:
         data.update(builder(user, target_id))
     return data

@@ -10,17 +10,20 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from asynch import crypto, transitions
+from asynch import crypto, selectors, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
 from asynch.semaphore import flag_set
@@ -31,6 +34,8 @@ from config.ids import new_id
 logger = logging.getLogger(__name__)
 
 KICK_KEY = "asynch:kick"
+# The worker's Celery task, sent by name: it runs the drain, which kicks in its turn.
+WORK_TASK = "asynch.tasks.work"
 
 # --- model configs -------------------------------------------------------------------------
 
@@ -132,9 +137,40 @@ def tenant_key_touch(*, key_id: str) -> None:
     ).update(last_used_at=now)
 
 
-def tenant_update(*, tenant_id: str, name: str, is_admin: bool, is_active: bool) -> None:
-    from asynch.api.authentication import forget_keys
+# Known keys, by hash, for ASYNCH_API_KEY_CACHE_SECONDS: a busy business service does
+# not pay a database round trip per call. A revoked key or a deactivated tenant stops
+# working within that time in every process (at once in the one that revoked it).
+_known: dict[str, tuple[float, TenantApiKey]] = {}
+_known_lock = threading.Lock()
 
+
+def forget_keys() -> None:
+    with _known_lock:
+        _known.clear()
+
+
+def tenant_key_find(*, key_hash: str) -> TenantApiKey | None:
+    """The live key with this hash (with its tenant), from the cache or the database;
+    a key found in the database is marked used."""
+    ttl = settings.ASYNCH_API_KEY_CACHE_SECONDS
+    now = time.monotonic()
+    if ttl > 0:
+        with _known_lock:
+            hit = _known.get(key_hash)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+    found = selectors.tenant_for_key_hash(key_hash)
+    if found is not None:
+        tenant_key_touch(key_id=found.id)  # once per cache period, not per call
+    if found is not None and ttl > 0:
+        with _known_lock:
+            if len(_known) > 10_000:
+                _known.clear()
+            _known[key_hash] = (now + ttl, found)
+    return found
+
+
+def tenant_update(*, tenant_id: str, name: str, is_admin: bool, is_active: bool) -> None:
     Tenant.objects.filter(pk=tenant_id).update(name=name, is_admin=is_admin, is_active=is_active)
     forget_keys()  # cached keys carry the tenant: this process sees the change at once
 
@@ -149,8 +185,6 @@ def tenant_ensure(*, name: str, is_admin: bool = False) -> Tenant:
 
 
 def tenant_keys_revoke(*, key_ids: Sequence[str]) -> int:
-    from asynch.api.authentication import forget_keys
-
     revoked = TenantApiKey.objects.filter(id__in=key_ids, revoked=False).update(revoked=True)
     forget_keys()  # this process at once; the others within ASYNCH_API_KEY_CACHE_SECONDS
     return revoked
@@ -218,9 +252,7 @@ def worker_kick() -> None:
     try:
         if not flag_set(KICK_KEY, ttl_seconds=timeout):
             return
-        from asynch.tasks import work
-
-        work.delay()
+        current_app.signature(WORK_TASK).delay()
     except Exception:  # the broker is down: beat's poll picks the task up later
         logger.warning("asynch: could not wake a worker", exc_info=True)
 

@@ -136,7 +136,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "ApiKeyModeEnum": "ai_jobs.models.ApiKeyMode",
+        "ApiKeyModeEnum": "quotas.models.ApiKeyMode",
         "JobTypeEnum": "ai_jobs.models.JobType",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
     },

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
 
+from ai_jobs.selectors import active_platform_jobs
 from quotas import services
 from quotas.models import (
     CircuitBreakerEvent,
@@ -61,7 +62,7 @@ class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
             "title": "Platform circuit breaker",
             "breaker": services.breaker_get(),
             "usage": services.platform_usage_today(),
-            "active_platform_jobs": services.active_platform_jobs(),
+            "active_platform_jobs": active_platform_jobs(),
             "events": CircuitBreakerEvent.objects.all()[:50],
             "form": form,
             "opts": self.model._meta,

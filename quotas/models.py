@@ -7,7 +7,12 @@ from django.conf import settings
 from django.db import models
 from django.utils.timezone import now
 
-from ai_jobs.models import ApiKeyMode
+
+class ApiKeyMode(models.TextChoices):
+    """Whose model key a job uses; a user's usage is counted per mode (seed 002 §2.1)."""
+
+    PLATFORM_KEY = "platform_key"
+    USER_DEEPSEEK_KEY = "user_deepseek_key"
 
 
 def _default_max_jobs() -> int:

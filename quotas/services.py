@@ -18,11 +18,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs.models import ACTIVE_STATUSES, AiRuntimeJob, ApiKeyMode, JobStatus
 from config.errors import DomainError, ErrorCode
 from config.sql import fetch
 from quotas.models import (
     PLATFORM_USAGE_SHARDS,
+    ApiKeyMode,
     CircuitBreakerEvent,
     CircuitState,
     PlatformCircuitBreaker,
@@ -111,21 +111,23 @@ def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt
     return int(rows[0][0])  # type: ignore[arg-type]
 
 
-def usage_record_result(*, job: AiRuntimeJob, total_tokens: int, cost_cents: Decimal) -> None:
+def usage_record_result(
+    *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
+) -> None:
     """Count a landed result's tokens and cost against the user's day, and for
     platform-key jobs against the platform's day; a success closes a half-open
     breaker. Runs inside the result's transaction."""
-    # The day the job was counted on; a job made outside POST /ai/jobs counts today.
-    day = job.quota_date or local_date(ai_settings=ai_settings_get(user_id=job.user_id))
+    # The day the job was counted on (its quota_date); a job made outside POST /ai/jobs counts today.
+    day = quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
     table = UserAiUsage._meta.db_table
     fetch(
         f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
         "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
         f"SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
         f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
-        [job.user_id, day, job.api_key_mode, total_tokens, cost_cents, timezone.now()],
+        [user_id, day, api_key_mode, total_tokens, cost_cents, timezone.now()],
     )
-    if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
+    if api_key_mode == ApiKeyMode.PLATFORM_KEY:
         platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
         breaker_record_success()
 
@@ -271,46 +273,34 @@ def breaker_record_success() -> None:
         )
 
 
-def active_platform_jobs() -> int:
-    return AiRuntimeJob.objects.filter(
-        api_key_mode=ApiKeyMode.PLATFORM_KEY, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)
-    ).count()
-
-
-def platform_admit() -> str:
-    """May a new platform-key job be created? The breaker, then the day's budgets.
-    Returns the breaker's state, so the caller knows to ``platform_admit_half_open``."""
-    breaker = breaker_get()
+def breaker_admit(*, locked: bool = False) -> str:
+    """The breaker's say on a new platform-key job: ``PLATFORM_CIRCUIT_OPEN`` while it
+    is open, else its state; while half-open the caller counts the active platform-key
+    jobs for ``half_open_admit``. ``locked``: inside the creating transaction, with the
+    breaker row locked, so half-open admissions are decided one at a time."""
+    breaker = PlatformCircuitBreaker.objects.select_for_update().get(id=1) if locked else breaker_get()
     if breaker.state == CircuitState.OPEN:
         raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
-    if breaker.state == CircuitState.HALF_OPEN:
-        _check_half_open()
+    return breaker.state
+
+
+def half_open_admit(*, active_platform_jobs: int) -> None:
+    """While half-open, at most ``PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS`` platform-key jobs are active."""
+    if active_platform_jobs >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
+        raise DomainError(
+            ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
+            f"The circuit breaker is half-open: {active_platform_jobs} of "
+            f"{settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} trial platform-key jobs are active",
+        )
+
+
+def platform_budget_admit() -> None:
+    """Refuse a new platform-key job while today's token or cost budget is used up."""
     usage = platform_usage_today()
     if usage.tokens_used >= usage.token_budget:
         raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
     if usage.cost_cents >= usage.cost_budget_cents:
         raise DomainError(ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED, "The platform's daily cost budget is used up")
-    return breaker.state
-
-
-def platform_admit_half_open() -> None:
-    """Inside the creating transaction: lock the breaker row and count again, so
-    half-open admissions are decided one at a time."""
-    breaker = PlatformCircuitBreaker.objects.select_for_update().get(id=1)
-    if breaker.state == CircuitState.OPEN:
-        raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
-    if breaker.state == CircuitState.HALF_OPEN:
-        _check_half_open()
-
-
-def _check_half_open() -> None:
-    active = active_platform_jobs()
-    if active >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
-        raise DomainError(
-            ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
-            f"The circuit breaker is half-open: {active} of {settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} "
-            "trial platform-key jobs are active",
-        )
 
 
 # --- the user's settings ------------------------------------------------------------------------------
@@ -328,9 +318,8 @@ def ai_settings_update(
     max_daily_ai_jobs: int | object = _UNSET,
     max_daily_token_budget: int | object = _UNSET,
 ) -> UserAiSettings:
-    """Change a user's AI settings. The limits are staff's to change. Turning AI
-    analysis off cancels the user's pending jobs and asks their running ones to stop
-    (seed 000 §9)."""
+    """Change a user's AI settings. The limits are staff's to change. (Turning AI
+    analysis off also cancels the user's jobs: ``ai_jobs.services.ai_settings_update``.)"""
     if not by_staff and (max_daily_ai_jobs is not _UNSET or max_daily_token_budget is not _UNSET):
         raise DomainError(ErrorCode.FORBIDDEN, "maxDailyAiJobs and maxDailyTokenBudget are changed only by staff")
     changes = {
@@ -344,14 +333,4 @@ def ai_settings_update(
     ai_settings_get(user=user)
     if changes:
         UserAiSettings.objects.filter(user=user).update(**changes, updated_at=timezone.now())
-    if changes.get("ai_analysis_enabled") is False:
-        # Imported here: the job services import this module.
-        from ai_jobs.services import jobs_cancel
-
-        open_ids = list(
-            AiRuntimeJob.objects.filter(user=user, status__in=(JobStatus.PENDING, *ACTIVE_STATUSES)).values_list(
-                "id", flat=True
-            )
-        )
-        jobs_cancel(job_ids=open_ids, reason="AI analysis was turned off by the user")
     return ai_settings_get(user=user)

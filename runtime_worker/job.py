@@ -19,24 +19,41 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 from ai_jobs import output_schemas
 from config.errors import RuntimeErrorCode
 from runtime_worker import prompts
-from runtime_worker.api import ApiError, ApiUnavailable, Credential, Job
+from runtime_worker.api import ApiError, ApiUnavailable, Credential, InternalApi, Job
 from runtime_worker.backoff import Backoff
-from runtime_worker.model import ModelCall, ModelError, parse_json_output
+from runtime_worker.config import RuntimeConfig
+from runtime_worker.model import ModelCall, ModelClient, ModelError, parse_json_output
 from runtime_worker.pricing import Usage, cost_cents
 from runtime_worker.redact import register_secret
-
-if TYPE_CHECKING:
-    from runtime_worker.runner import Runtime
 
 logger = logging.getLogger("runtime_worker")
 
 T = TypeVar("T")
 SNAPSHOT_VERSIONS = {"v1"}
+
+
+class Executor(Protocol):
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]: ...
+
+
+class Host(Protocol):
+    """What an attempt needs of the runtime that runs it (``runtime_worker.runner.Runtime``)."""
+
+    config: RuntimeConfig
+    api: InternalApi
+    model: ModelClient
+    model_pool: Executor
+    hard_stop_at: float | None  # past the grace period: when the last reports must be in
+
+    def beat(self, run: JobRun) -> None: ...
+
+    def job_finished(self, run: JobRun, outcome: str) -> None: ...
 
 
 class _Stop(Exception):
@@ -55,7 +72,7 @@ class _Abandon(Exception):
 class JobRun:
     """One attempt at one claimed job, run on a slot thread."""
 
-    def __init__(self, runtime: Runtime, job: Job) -> None:
+    def __init__(self, runtime: Host, job: Job) -> None:
         self.runtime = runtime
         self.api = runtime.api
         self.job = job
@@ -101,7 +118,7 @@ class JobRun:
         finally:
             self.settled = True
             self._send_invocation_logs()
-            self.runtime._finished(self, outcome)
+            self.runtime.job_finished(self, outcome)
 
     def checkpoint(self, *, holding_answer: bool = False) -> None:
         """Raise if the attempt must end here. With the model's answer in hand, only

@@ -194,7 +194,7 @@ class Runtime:
             self._slot_freed.wait(timeout=0.1)
             self._slot_freed.clear()
 
-    def _finished(self, run: JobRun, outcome: str) -> None:
+    def job_finished(self, run: JobRun, outcome: str) -> None:
         with self._lock:
             self._active.pop(run.job.job_id, None)
             self.stats[outcome] += 1

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.ids import new_id
+from quotas.models import ApiKeyMode
 
 
 class JobType(models.TextChoices):
@@ -41,11 +42,6 @@ class JobStatus(models.TextChoices):
 
 ACTIVE_STATUSES = (JobStatus.LOCKED.value, JobStatus.RUNNING.value)
 FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
-
-
-class ApiKeyMode(models.TextChoices):
-    PLATFORM_KEY = "platform_key"
-    USER_DEEPSEEK_KEY = "user_deepseek_key"
 
 
 class AiRuntimeJob(models.Model):

@@ -5,7 +5,7 @@
 """
 
 from ai_jobs.services.creation import SubmittedJob, job_submit
-from ai_jobs.services.jobs import job_cancel, job_create, job_rerun, jobs_cancel
+from ai_jobs.services.jobs import ai_settings_update, job_cancel, job_create, job_rerun, jobs_cancel
 from ai_jobs.services.operations import queue_sample_record, runtime_seen
 from ai_jobs.services.reaper import jobs_reap
 from ai_jobs.services.runtime import (
@@ -28,6 +28,7 @@ __all__ = [
     "ResolvedCredential",
     "SubmittedJob",
     "SubmittedResult",
+    "ai_settings_update",
     "invocation_logs_record",
     "job_cancel",
     "job_claim",

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from ai_jobs import selectors
 from ai_jobs.models import AiRuntimeJob, ApiKeyMode, JobType, TargetType
 from ai_jobs.services.jobs import job_create
 from ai_jobs.snapshots import snapshot_create
@@ -28,6 +29,16 @@ ANALYSIS_TARGETS = {
 
 def allowed_targets(job_type: str) -> set[str]:
     return {TargetType.KNOWLEDGE_BASE.value} if job_type in GENERATION_TYPES else ANALYSIS_TARGETS
+
+
+def _platform_admit() -> str:
+    """The breaker, then (half-open) the trial jobs already active, then the day's
+    budgets. Returns the breaker's state."""
+    state = quotas.breaker_admit()
+    if state == CircuitState.HALF_OPEN:
+        quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
+    quotas.platform_budget_admit()
+    return state
 
 
 @dataclass(frozen=True)
@@ -91,14 +102,15 @@ def job_submit(
     day = quotas.local_date(ai_settings=ai_settings)
     quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
     # 8. the platform key: breaker and the platform's budgets
-    breaker_state = quotas.platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
+    breaker_state = _platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
     try:
         with transaction.atomic():
             # 9. the snapshot of the learner's data (inside, so a refusal leaves none behind)
             snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
             # 10. the job and the day's count, together
-            if breaker_state == CircuitState.HALF_OPEN:
-                quotas.platform_admit_half_open()  # half-open admissions one at a time
+            # Half-open admissions one at a time: under the breaker row's lock, counted again.
+            if breaker_state == CircuitState.HALF_OPEN and quotas.breaker_admit(locked=True) == CircuitState.HALF_OPEN:
+                quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
             quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
             job = job_create(
                 user=user,

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from ai_jobs import metrics, transitions
+from ai_jobs import metrics, selectors, transitions
 from ai_jobs.models import (
     AiJobSnapshot,
     AiRuntimeJob,
@@ -19,6 +19,8 @@ from ai_jobs.models import (
     JobStatus,
 )
 from config.errors import DomainError, ErrorCode
+from quotas import services as quotas
+from quotas.models import UserAiSettings
 
 logger = logging.getLogger(__name__)
 
@@ -105,3 +107,13 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
     if not (cancelled or requested or job.status == JobStatus.CANCELLED):
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is already {job.status}")
     return job
+
+
+def ai_settings_update(*, user: AbstractBaseUser, by_staff: bool = False, **changes: Any) -> UserAiSettings:
+    """Change a user's AI settings (``quotas.services.ai_settings_update``, same
+    keywords). Turning AI analysis off withdraws consent: the user's pending jobs are
+    cancelled and their running ones asked to stop (seed 000 §9)."""
+    ai_settings = quotas.ai_settings_update(user=user, by_staff=by_staff, **changes)
+    if changes.get("ai_analysis_enabled") is False:
+        jobs_cancel(job_ids=selectors.open_job_ids(user=user), reason="AI analysis was turned off by the user")
+    return ai_settings

@@ -198,7 +198,13 @@ def result_submit(
                 created_at=now,
             )
             result_persist(job=job, result=result)
-            quotas.usage_record_result(job=job, total_tokens=result.total_tokens, cost_cents=result.cost_cents)
+            quotas.usage_record_result(
+                user_id=job.user_id,
+                quota_date=job.quota_date,
+                api_key_mode=job.api_key_mode,
+                total_tokens=result.total_tokens,
+                cost_cents=result.cost_cents,
+            )
             metrics.jobs_finished(status=JobStatus.SUCCEEDED, job_types=[job.job_type])
             metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=result.total_tokens)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)

@@ -5,11 +5,8 @@ admits a staff user's JWT."""
 from __future__ import annotations
 
 import hmac
-import threading
-import time
 from dataclasses import dataclass
 
-from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
@@ -17,8 +14,8 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from asynch import selectors, services
-from asynch.models import Tenant, TenantApiKey
+from asynch import services
+from asynch.models import Tenant
 
 API_KEY_HEADER = "X-Api-Key"
 
@@ -33,44 +30,13 @@ class TenantPrincipal:
     is_staff: bool = False
 
 
-# Known keys, by hash, for ASYNCH_API_KEY_CACHE_SECONDS: a busy business service does
-# not pay a database round trip per call. A revoked key or a deactivated tenant stops
-# working within that time in every process (at once in the one that revoked it).
-_known: dict[str, tuple[float, TenantApiKey]] = {}
-_known_lock = threading.Lock()
-
-
-def forget_keys() -> None:
-    with _known_lock:
-        _known.clear()
-
-
-def _lookup(digest: str) -> TenantApiKey | None:
-    ttl = settings.ASYNCH_API_KEY_CACHE_SECONDS
-    now = time.monotonic()
-    if ttl > 0:
-        with _known_lock:
-            hit = _known.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-    found = selectors.tenant_for_key_hash(digest)
-    if found is not None:
-        services.tenant_key_touch(key_id=found.id)  # once per cache period, not per call
-    if found is not None and ttl > 0:
-        with _known_lock:
-            if len(_known) > 10_000:
-                _known.clear()
-            _known[digest] = (now + ttl, found)
-    return found
-
-
 class TenantApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[TenantPrincipal, str] | None:
         key = request.headers.get(API_KEY_HEADER, "").strip()
         if not key:
             return None
         digest = services.hash_api_key(key)
-        found = _lookup(digest)
+        found = services.tenant_key_find(key_hash=digest)
         # The lookup is by hash; comparing again, constant-time, keeps the rule of contract §2.
         if found is None or not hmac.compare_digest(found.key_hash, digest):
             raise exceptions.AuthenticationFailed("Invalid API key")

@@ -1,5 +1,5 @@
-"""Snapshot builders of the learning domain, one per target type, registered with
-``ai_jobs.snapshots`` from ``LearningConfig.ready()``. Every field is documented in
+"""Snapshot builders of the learning domain, one per target type (``BUILDERS``),
+which ``ai_jobs.snapshots`` reads. Every field is documented in
 ``learning/SNAPSHOT.md`` (v1).
 
 Each builder runs a fixed number of queries (at most about a dozen) whatever the
@@ -44,6 +44,7 @@ from learning.snapshots.parts import (
 )
 
 __all__ = [
+    "BUILDERS",
     "DESCRIPTION_EXCERPT_CHARS",
     "LEARNING_SNAPSHOT_VERSION",
     "MASTERED_ACCURACY",
@@ -61,13 +62,12 @@ __all__ = [
     "build_user",
     "learner_timezone",
     "mastery_label",
-    "register_builders",
     "streaks",
     "study_stats",
 ]
 
 
-# --- the builders (registered in LearningConfig.ready) ----------------------------------------------
+# --- the builders, by target type (BUILDERS) --------------------------------------------------------
 
 
 def build_user(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
@@ -190,9 +190,3 @@ BUILDERS = {
     selectors.TARGET_KNOWLEDGE_POINT: build_knowledge_point,
 }
 
-
-def register_builders() -> None:
-    from ai_jobs.snapshots import register
-
-    for target_type, builder in BUILDERS.items():
-        register(target_type)(builder)

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rest_framework import serializers
 
-from ai_jobs.models import ApiKeyMode
+from quotas.models import ApiKeyMode
 
 
 class AiSettingsSerializer(serializers.Serializer):

@@ -9,10 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ai_jobs.models import ApiKeyMode
+from ai_jobs import services as job_services
 from quotas import services
 from quotas.api import serializers as s
-from quotas.models import CircuitState, UserAiSettings
+from quotas.models import ApiKeyMode, CircuitState, UserAiSettings
 from quotas.throttles import UserThrottle
 
 
@@ -90,7 +90,7 @@ class AiSettingsView(UserView):
             "maxDailyAiJobs": "max_daily_ai_jobs",
             "maxDailyTokenBudget": "max_daily_token_budget",
         }
-        row = services.ai_settings_update(
+        row = job_services.ai_settings_update(
             user=request.user, by_staff=request.user.is_staff, **{names[key]: value for key, value in data.items()}
         )
         return Response(_settings_body(row))
