@@ -9,13 +9,13 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from credentials import crypto
+from config import keyring
 
 
 @checks.register(checks.Tags.security)
 def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     try:
-        crypto.keyring()
+        keyring.keyring()
     except ImproperlyConfigured as error:
         return [
             checks.Error(
@@ -31,8 +31,8 @@ def check_encryption_keys_deploy(app_configs: Any = None, **kwargs: Any) -> list
         return []
     return [
         checks.Warning(
-            "CREDENTIAL_ENCRYPTION_KEYS is not set: users' model keys are encrypted with a development key "
-            "derived from SECRET_KEY.",
+            "CREDENTIAL_ENCRYPTION_KEYS is not set: secrets at rest (users' model keys, model-asynch headers) "
+            "are encrypted with a development key derived from SECRET_KEY.",
             hint="Set CREDENTIAL_ENCRYPTION_KEYS to one or more base64 32-byte keys, e.g. "
             "python -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())'.",
             id="credentials.W001",

@@ -17,9 +17,11 @@ import requests
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
+from config import keyring
 from config.errors import DomainError, ErrorCode
 from credentials import crypto
 from credentials.models import Credential, CredentialStatus, Provider
@@ -253,45 +255,54 @@ def credential_resolve(*, user_id: int | str, credential_id: str) -> UserKey:
 # --- key rotation -----------------------------------------------------------------------------
 
 
-@dataclass
-class RotationReport:
-    current_key_id: str
-    rotated: int = 0
-    failed: list[str] = field(default_factory=list)
+class CredentialKeys:
+    """The users' keys as one of the keyring's encrypted columns (``config.keyring``):
+    what ``rotate_encryption_keys`` re-encrypts of this app."""
 
+    name = "users' model keys"
+    noun = "credential"
 
-@sensitive_variables()
-def credentials_rotate_keys(*, batch_size: int = 500) -> RotationReport:
-    """Re-seal every live row not yet under the newest key, in batches of short
-    transactions walked by id. Each row is rewritten only if it still holds what
-    was read (key id and nonce), so a key the user replaces meanwhile is never
-    overwritten with the old one. Rows that do not decrypt are reported, not touched."""
-    current = crypto.keyring().current.key_id
-    report = RotationReport(current_key_id=current)
-    cursor = ""
-    while True:
+    def _under_another_key(self, current_key_id: str) -> QuerySet[Credential]:
+        return Credential.objects.filter(deleted_at__isnull=True).exclude(key_id=current_key_id)
+
+    @sensitive_variables()
+    def rotate_batch(self, *, current_key_id: str, after: str, limit: int) -> keyring.RotatedBatch:
+        """Re-seal live rows not under the newest key, in one short transaction. Each
+        row is rewritten only if it still holds what was read (key id and nonce), so a
+        key the user replaces meanwhile is never overwritten with the old one. Rows
+        that do not decrypt are reported, not touched."""
         rows = list(
-            Credential.objects.filter(deleted_at__isnull=True, id__gt=cursor)
-            .exclude(key_id=current)
+            self._under_another_key(current_key_id)
+            .filter(id__gt=after)
             .order_by("id")
-            .only("id", "user_id", "key_id", "nonce", "ciphertext")[:batch_size]
+            .only("id", "user_id", "key_id", "nonce", "ciphertext")[:limit]
         )
         if not rows:
-            break
+            return keyring.RotatedBatch(read=0, last_id=after, rotated=0)
+        rotated, failed = 0, []
         with transaction.atomic():
             for row in rows:
                 try:
                     clear = _clear_key(row)
                 except crypto.CredentialDecryptError as error:
                     logger.error("rotation skipped: %s", error)
-                    report.failed.append(row.id)
+                    failed.append(row.id)
                     continue
                 sealed = crypto.seal(clear, owner_id=str(row.user_id), credential_id=row.id)
-                report.rotated += Credential.objects.filter(
-                    id=row.id, key_id=row.key_id, nonce=bytes(row.nonce)
-                ).update(key_id=sealed.key_id, nonce=sealed.nonce, ciphertext=sealed.ciphertext)
-        cursor = rows[-1].id
-        if len(rows) < batch_size:
-            break
-    logger.info("credential key rotation to %s: %d rotated, %d failed", current, report.rotated, len(report.failed))
-    return report
+                rotated += Credential.objects.filter(id=row.id, key_id=row.key_id, nonce=bytes(row.nonce)).update(
+                    key_id=sealed.key_id, nonce=sealed.nonce, ciphertext=sealed.ciphertext
+                )
+        return keyring.RotatedBatch(read=len(rows), last_id=rows[-1].id, rotated=rotated, failed=tuple(failed))
+
+    def remaining(self, *, current_key_id: str) -> int:
+        return self._under_another_key(current_key_id).count()
+
+
+CREDENTIAL_KEYS = CredentialKeys()
+
+
+def credentials_rotate_keys(*, batch_size: int = 500) -> keyring.RotationReport:
+    """Re-seal every live row not yet under the newest key, in batches of short
+    transactions walked by id (``rotate_encryption_keys`` does this for every
+    encrypted column)."""
+    return keyring.rotate(CREDENTIAL_KEYS, batch_size=batch_size)

@@ -12,6 +12,7 @@ from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
+from config import keyring
 from config.errors import DomainError
 from credentials import crypto, services
 from credentials.models import Credential
@@ -206,8 +207,8 @@ def test_rotation_never_overwrites_a_key_the_user_replaced_meanwhile(user, setti
 
 def test_key_ids_come_from_the_prefix_or_are_derived_from_the_key(settings):
     settings.CREDENTIAL_ENCRYPTION_KEYS = [KEY_2, f"old-2024:{KEY_1}"]
-    ring = crypto.keyring()
-    derived = crypto.derived_key_id(base64.b64decode(KEY_2))
+    ring = keyring.keyring()
+    derived = keyring.derived_key_id(base64.b64decode(KEY_2))
     assert [key.key_id for key in ring.keys] == [derived, "old-2024"] and ring.current.key_id == derived
     assert derived.startswith("k") and len(derived) == 12 and KEY_2 not in repr(ring)
     assert crypto.seal(API_KEY, owner_id="1", credential_id="c").key_id == derived
@@ -225,21 +226,21 @@ def test_key_ids_come_from_the_prefix_or_are_derived_from_the_key(settings):
 def test_a_bad_key_configuration_is_refused_without_quoting_the_key(settings, entries, message):
     settings.CREDENTIAL_ENCRYPTION_KEYS = entries
     with pytest.raises(ImproperlyConfigured, match=message) as caught:
-        crypto.keyring()
+        keyring.keyring()
     assert all(entry.rpartition(":")[2] not in str(caught.value) for entry in entries)
     assert [m.id for m in run_checks() if m.id.startswith("credentials.")] == ["credentials.E001"]
 
 
 def test_without_keys_a_development_key_is_derived_from_secret_key_with_a_warning(settings, caplog):
     settings.CREDENTIAL_ENCRYPTION_KEYS = []
-    crypto._build_keyring.cache_clear()
-    ring = crypto.keyring()
+    keyring._build_keyring.cache_clear()
+    ring = keyring.keyring()
     assert ring.development and ring.current.key_id.startswith("dev-")
     assert any("CREDENTIAL_ENCRYPTION_KEYS is not set" in r.getMessage() for r in caplog.records)
     sealed = crypto.seal(API_KEY, owner_id="1", credential_id="c")
     assert crypto.unseal(sealed, owner_id="1", credential_id="c") == API_KEY
     settings.SECRET_KEY = "another-secret-key-" + "x" * 40
-    assert crypto.keyring().current.key_id != ring.current.key_id
+    assert keyring.keyring().current.key_id != ring.current.key_id
     with pytest.raises(crypto.CredentialDecryptError, match="not in CREDENTIAL_ENCRYPTION_KEYS"):
         crypto.unseal(sealed, owner_id="1", credential_id="c")
 

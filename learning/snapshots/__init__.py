@@ -189,4 +189,3 @@ BUILDERS = {
     selectors.TARGET_MATERIAL: build_material,
     selectors.TARGET_KNOWLEDGE_POINT: build_knowledge_point,
 }
-

@@ -1,0 +1,186 @@
+"""The shape of the project (DESIGN.md): no import cycle between any of its modules,
+imports that point down the layers, and no import inside a function to get round
+either. Read from the source by grimp, so a new cycle or an upward import fails the
+suite the moment it is written.
+
+    config  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
+    config  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives)
+    ops: what operators watch (metrics, probes, the dashboard), over every app
+    runtime_worker: a client; of the server only the output schemas and the error code names
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ai_jobs", "asynch", "config", "credentials", "learning", "ops", "quotas", "runtime_worker")
+
+# The stack: an app's domain modules import only its own and those of apps below it.
+RANK = {"config": 0, "learning": 1, "credentials": 1, "quotas": 1, "ai_jobs": 2}
+ASIDE = {"asynch"}  # beside ai_jobs: its own modules and config only
+CLIENT = "runtime_worker"
+CLIENT_SHARES = {"ai_jobs.output_schemas", "config.errors"}
+# Entry points nothing else imports: the APIs, the admin, commands, Celery tasks, app configs.
+INTERFACES = {"api", "admin", "admin_outputs", "management", "tasks", "apps"}
+OPERATIONS = "ops"  # reads every app; only the root URLconf includes it
+WIRING = {"config.urls"}  # the root URLconf: it mounts every app's interfaces
+# Imports inside a function that are not there to get round a cycle: Django's app
+# registry (AppConfig.ready), and gunicorn's hook file, which gunicorn reads outside Django.
+FUNCTION_IMPORTS_ALLOWED = {("apps.py", "ready"), ("gunicorn.py", "worker_exit")}
+
+
+def _app(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _is_interface(module: str) -> bool:
+    return any(part in INTERFACES for part in module.split(".")[1:])
+
+
+def allowed(importer: str, imported: str) -> bool:
+    """May ``importer`` import ``imported`` directly? Every upward chain has one
+    upward link, so checking direct imports checks every chain."""
+    source, target = _app(importer), _app(imported)
+    if importer in WIRING:
+        return target != CLIENT
+    if source == OPERATIONS or target == OPERATIONS:
+        return target != CLIENT and (source == OPERATIONS or importer in WIRING)
+    if source == CLIENT or target == CLIENT:
+        return source == target or (source == CLIENT and imported in CLIENT_SHARES)
+    if source in ASIDE or target in ASIDE:
+        return source == target or target == "config"
+    if source == target:
+        return _is_interface(importer) or not _is_interface(imported)
+    if _is_interface(importer):
+        return True  # the interfaces sit above every app of the stack
+    return not _is_interface(imported) and RANK[target] < RANK[source]
+
+
+def layer_violations(graph: grimp.ImportGraph) -> list[str]:
+    return sorted(
+        f"{importer} -> {imported}"
+        for importer in graph.modules
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if not allowed(importer, imported)
+    )
+
+
+def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The groups of modules that import each other through some chain (the strongly
+    connected components of more than one module, or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterable[str]]] = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, children = work[-1]
+            child = next(iter(children), None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[module] = min(low[module], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == module:
+                        break
+                if len(group) > 1 or graph.direct_import_exists(importer=module, imported=module):
+                    found.append(sorted(group))
+    return found
+
+
+def function_imports() -> list[str]:
+    """Imports of the project's modules inside a function, but for ``AppConfig.ready``,
+    where Django wants them."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            for function in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                if (path.name, function.name) in FUNCTION_IMPORTS_ALLOWED:
+                    continue
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Import):
+                        names = [alias.name for alias in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                        names = [node.module]
+                    else:
+                        continue
+                    found += [
+                        f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names if _app(name) in PACKAGES
+                    ]
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES, cache_dir=None)
+
+
+def test_no_two_modules_of_the_project_import_each_other_through_any_chain(graph):
+    assert cycles(graph) == []
+
+
+def test_every_import_points_down_the_layers(graph):
+    assert layer_violations(graph) == []
+
+
+def test_no_function_imports_a_module_of_the_project():
+    assert function_imports() == []
+
+
+def test_the_checks_find_a_planted_cycle_and_upward_imports():
+    planted = grimp.ImportGraph()
+    edges = [
+        ("quotas.services", "ai_jobs.models"),  # a lower app importing a higher one
+        ("ai_jobs.models", "quotas.models"),
+        ("ai_jobs.services", "ai_jobs.api.views"),  # a service importing its API
+        ("ai_jobs.api.views", "ai_jobs.services"),
+        ("learning.services", "credentials.models"),  # siblings are independent
+        ("asynch.services", "credentials.crypto"),  # asynch shares only config
+        ("runtime_worker.job", "ai_jobs.models"),  # the runtime is a client
+        ("runtime_worker.job", "ai_jobs.output_schemas"),
+        ("quotas.api.views", "ai_jobs.services"),  # an interface may use any app below it
+        ("ops.selectors", "asynch.selectors"),  # operations read every app...
+        ("ai_jobs.admin", "ops.dashboard"),  # ...and only the root URLconf reads them
+        ("config.urls", "ops.dashboard"),
+    ]
+    for importer, imported in edges:
+        planted.add_import(importer=importer, imported=imported)
+    assert cycles(planted) == [["ai_jobs.api.views", "ai_jobs.services"]]
+    assert layer_violations(planted) == [
+        "ai_jobs.admin -> ops.dashboard",
+        "ai_jobs.services -> ai_jobs.api.views",
+        "asynch.services -> credentials.crypto",
+        "learning.services -> credentials.models",
+        "quotas.services -> ai_jobs.models",
+        "runtime_worker.job -> ai_jobs.models",
+    ]
