@@ -45,15 +45,6 @@ def stats_list(
     return rows
 
 
-def queue_order(*, model_name: str, limit: int = 100) -> list[str]:
-    """Ids of the model's queued tasks in the order workers take them."""
-    return list(
-        AsynchTask.objects.filter(model_name=model_name, state=0)
-        .order_by("priority", "enqueue_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
 # --- what operators watch: /metrics and the dashboard read these (through ops.selectors) ---------
 
 OPEN_STATES = (0, 1, 2, 3)

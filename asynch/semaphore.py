@@ -25,19 +25,6 @@ from typing import Protocol
 
 from django.conf import settings
 
-_ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], lease * 2)
-  return 1
-end
-return 0
-"""
-
 # Several tokens of one key at once: as many as fit, in order; returns how many.
 _ACQUIRE_MANY = """
 local t = redis.call('TIME')
@@ -68,6 +55,7 @@ end
 return 0
 """
 
+
 _HOLDERS = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -81,8 +69,6 @@ def semaphore_key(tenant_id: str, model_name: str) -> str:
 
 
 class Semaphore(Protocol):
-    def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool: ...
-
     def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int: ...
 
     def renew(self, slots: Iterable[tuple[str, str]], *, lease_seconds: float) -> list[bool]: ...
@@ -97,13 +83,9 @@ class RedisSemaphore:
         import redis
 
         self.client = redis.Redis.from_url(url)
-        self._acquire = self.client.register_script(_ACQUIRE)
         self._renew = self.client.register_script(_RENEW)
         self._acquire_many = self.client.register_script(_ACQUIRE_MANY)
         self._holders = self.client.register_script(_HOLDERS)
-
-    def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool:
-        return bool(self._acquire(keys=[key], args=[limit, token, int(lease_seconds * 1000)]))
 
     def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int:
         """The first tokens that fit get a slot; returns how many did."""
@@ -157,18 +139,6 @@ class FileSemaphore:
                 return result
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
-
-    def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool:
-        def change(state: dict[str, dict[str, float]], now: float) -> bool:
-            held = state.setdefault(key, {})
-            if token in held or len(held) < limit:
-                held[token] = now + lease_seconds
-                return True
-            if not held:
-                del state[key]
-            return False
-
-        return self._update(change)
 
     def acquire_many(self, key: str, *, limit: int, tokens: list[str], lease_seconds: float) -> int:
         def change(state: dict[str, dict[str, float]], now: float) -> int:

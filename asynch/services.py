@@ -1,5 +1,6 @@
-"""Every write of model-asynch but the worker's (``asynch.worker``): model configs,
-tenants and keys, tasks, the batch pickup, statistics and the cleaner.
+"""Every write of model-asynch but the worker's (``asynch.worker``) and the cleaner's
+(``asynch.cleaner``, whose run ``tasks_clean`` is also here): model configs, tenants
+and keys, tasks, the batch pickup and statistics.
 
 Task states change only through ``asynch.transitions``."""
 
@@ -12,30 +13,26 @@ import logging
 import secrets
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from asynch import crypto, selectors, transitions
+from asynch.cleaner import tasks_clean as tasks_clean  # the cleaner's run, with the other writes
 from asynch.headers import parse_api_key
+from asynch.kick import worker_kick
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
-from asynch.semaphore import flag_set
-from asynch.storage import delete_quietly, get_storage
+from asynch.storage import get_storage
 from config.errors import DomainError, ErrorCode
 from config.ids import new_id
 
 logger = logging.getLogger(__name__)
 
-KICK_KEY = "asynch:kick"
-# The worker's Celery task, sent by name: it runs the drain, which kicks in its turn.
-WORK_TASK = "asynch.tasks.work"
 
 # --- model configs -------------------------------------------------------------------------
 
@@ -242,21 +239,6 @@ def _refused(model_name: str) -> DomainError:
     )
 
 
-def worker_kick() -> None:
-    """Wake a worker. Kicks are coalesced: while one is pending no other is sent
-    (the worker clears the flag as it starts, and drains until the queue is empty),
-    and beat polls every ``ASYNCH_WORKER_POLL_INTERVAL`` in case one is lost. Sent
-    whatever this process's ``ASYNCH_WORKER_ENABLED``: that setting says whether the
-    process receiving it runs tasks (a web-only deployment still wakes its workers)."""
-    timeout = max(5, int(settings.ASYNCH_WORKER_POLL_INTERVAL * 10))
-    try:
-        if not flag_set(KICK_KEY, ttl_seconds=timeout):
-            return
-        current_app.signature(WORK_TASK).delay()
-    except Exception:  # the broker is down: beat's poll picks the task up later
-        logger.warning("asynch: could not wake a worker", exc_info=True)
-
-
 def tasks_retry_now(*, task_ids: Sequence[str]) -> int:
     """An operator re-queues failed tasks at the head, retries left or not."""
     with transaction.atomic():
@@ -321,115 +303,3 @@ def stat_count_call(
             "updated_at = excluded.updated_at",
             [now.date(), tenant_id, creator, model_name, calls, connection.ops.adapt_datetimefield_value(now)],
         )
-
-
-# --- the cleaner -------------------------------------------------------------------------------
-
-
-def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
-    """One run of the cleaner (seed 003 §1.2), every step in short transactions of at
-    most ``ASYNCH_CLEANER_BATCH_SIZE`` rows and at most ``ASYNCH_CLEANER_MAX_BATCHES``
-    of them per step, so one run is bounded and a backlog drains over several:
-
-    1. tasks stuck in 0/1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``, and running tasks whose
-       worker stopped renewing its lease, fail;
-    2. failed tasks with retries left go back to the queue, at the tail, or at the
-       head at once when ``retryQueueMaxSeconds`` is 0;
-    3. retries that waited ``retryQueueMaxSeconds`` at the tail move to the head;
-    4. downloaded tasks past ``expireAt`` are deleted with their files;
-    5. failed tasks with no retry left are deleted ``autoCleanSeconds`` after failing.
-    """
-    totals: Counter[str] = Counter()
-    if not settings.ASYNCH_CLEANER_ENABLED:
-        return totals
-    now = now or timezone.now()
-    batch = settings.ASYNCH_CLEANER_BATCH_SIZE
-    timeout = dt.timedelta(seconds=settings.ASYNCH_TASK_TIMEOUT_SECONDS)
-    models = list(
-        AsynchModel.objects.values("model_name", "retry_times", "retry_queue_max_seconds", "auto_clean_seconds")
-    )
-
-    def batches(step) -> None:  # type: ignore[no-untyped-def]
-        for _ in range(settings.ASYNCH_CLEANER_MAX_BATCHES):
-            with transaction.atomic():
-                done = step()
-            if done < batch:
-                return
-
-    def fail_stuck() -> int:
-        window = {"queued_before": now - timeout, "started_before": now - timeout}
-        ids = transitions.stuck_ids(now=now, limit=batch, **window)
-        totals["failedStuck"] += transitions.fail_stuck(task_ids=ids, now=now, **window)
-        return len(ids)
-
-    batches(fail_stuck)
-
-    for model in models:
-        if not model["retry_times"]:
-            continue
-        to_head = model["retry_queue_max_seconds"] == 0
-        jump_at = None if to_head else now + dt.timedelta(seconds=model["retry_queue_max_seconds"])
-
-        def retry(model: dict[str, Any] = model, to_head: bool = to_head, jump_at: dt.datetime | None = jump_at) -> int:
-            ids = transitions.retryable_ids(
-                model_name=model["model_name"], retry_times=model["retry_times"], limit=batch
-            )
-            totals["retried"] += transitions.requeue(task_ids=ids, to_head=to_head, jump_at=jump_at, now=now)
-            return len(ids)
-
-        batches(retry)
-
-    def promote() -> int:
-        moved = transitions.promote_waiting_retries(now=now, limit=batch)
-        totals["promoted"] += moved
-        return moved
-
-    batches(promote)
-
-    files: list[str] = []
-
-    def delete_rows(rows: list[tuple[str, str | None]], state: int, name: str) -> int:
-        gone = transitions.delete(task_ids=[row[0] for row in rows], states=[state])
-        totals[name] += len(gone)
-        files.extend(ref for _, ref in gone if ref)
-        return len(rows)
-
-    batches(lambda: delete_rows(transitions.expired_download_rows(now=now, limit=batch), 4, "deletedDownloaded"))
-
-    for model in models:
-        failed_before = now - dt.timedelta(seconds=model["auto_clean_seconds"])
-        batches(
-            lambda model=model, failed_before=failed_before: delete_rows(
-                transitions.exhausted_failure_rows(
-                    model_names=[model["model_name"]],
-                    known=True,
-                    retry_times=model["retry_times"],
-                    failed_before=failed_before,
-                    limit=batch,
-                ),
-                3,
-                "deletedFailed",
-            )
-        )
-    orphan_before = now - dt.timedelta(seconds=settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS)
-    batches(
-        lambda: delete_rows(
-            transitions.exhausted_failure_rows(
-                model_names=[m["model_name"] for m in models],
-                known=False,
-                retry_times=0,
-                failed_before=orphan_before,
-                limit=batch,
-            ),
-            3,
-            "deletedFailed",
-        )
-    )
-    if totals["retried"] or totals["promoted"]:
-        worker_kick()  # retries run now, not at the next poll
-    # Files go after their rows' deletion committed: no row ever names a missing file.
-    if files:
-        totals["deletedFiles"] += delete_quietly(files)
-    if totals:
-        logger.info("asynch cleaner: %s", dict(totals))
-    return totals

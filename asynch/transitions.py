@@ -77,15 +77,6 @@ def enqueue(
 # --- the worker ---------------------------------------------------------------------------
 
 
-def claim(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime, lease_until: dt.datetime) -> list[AsynchTask]:
-    """0 → 1 for the given tasks still queued; ``attempt_no + 1``."""
-    if not task_ids:
-        return []
-    sql = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN ({placeholders(task_ids)}) RETURNING *"
-    params = [worker_id, lease_until, now, now, *task_ids]
-    return list(AsynchTask.objects.raw(sql, tuple(adapt(p) for p in params)))
-
-
 _CLAIM_SET = (
     "state = 1, attempt_no = attempt_no + 1, locked_by = %s, lease_until = %s, started_at = %s, "
     "finished_at = NULL, updated_at = %s"

@@ -108,10 +108,6 @@ class Runtime:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def active_jobs(self) -> list[str]:
-        with self._lock:
-            return list(self._active)
-
     def run(self) -> None:
         config = self.config
         logger.info(

@@ -1,6 +1,7 @@
 """Helpers for the model-asynch tests: a local model service (a threaded
 ``http.server`` on 127.0.0.1) that records every call and how many ran at once,
-tenants with keys, model configs, and running the queue in the test's thread."""
+tenants with keys, model configs, running the queue in the test's thread, the
+queue's order, and the semaphore seen from outside (one slot taken by hand)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
+from asynch import semaphore as semaphores
 from asynch import services, worker
-from asynch.models import AsynchModel, Tenant
+from asynch.models import AsynchModel, AsynchTask, Tenant
 
 
 @dataclass
@@ -170,7 +173,7 @@ def run_queue(limit: int = 100) -> list[str]:
     outcomes: list[str] = []
     me = worker.worker_id()
     while True:
-        claimed = worker.tasks_claim(calls=worker._model_calls(), limit=limit, worker_id=me)
+        claimed = worker.tasks_claim(calls=worker.model_calls(), limit=limit, worker_id=me)
         if not claimed:
             return outcomes
         outcomes += [worker.task_execute(item) for item in claimed]
@@ -178,3 +181,59 @@ def run_queue(limit: int = 100) -> list[str]:
 
 def error_code(response: Any) -> str:
     return response.json()["error"]["code"]
+
+
+def queue_order(*, model_name: str, limit: int = 100) -> list[str]:
+    """Ids of the model's queued tasks in the order workers take them."""
+    return list(
+        AsynchTask.objects.filter(model_name=model_name, state=0)
+        .order_by("priority", "enqueue_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+# --- the semaphore, from outside -------------------------------------------------------------------------
+
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], lease * 2)
+  return 1
+end
+return 0
+"""
+
+
+class RedisSemaphore(semaphores.RedisSemaphore):
+    """The Redis semaphore with one slot taken at a time (a holder asking again
+    renews), under the same rules as the worker's script."""
+
+    def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool:
+        script = self.client.register_script(_ACQUIRE)
+        return bool(script(keys=[key], args=[limit, token, int(lease_seconds * 1000)]))
+
+
+class FileSemaphore(semaphores.FileSemaphore):
+    def acquire(self, key: str, *, limit: int, token: str, lease_seconds: float) -> bool:
+        def change(state: dict[str, dict[str, float]], now: float) -> bool:
+            held = state.setdefault(key, {})
+            if token in held or len(held) < limit:
+                held[token] = now + lease_seconds
+                return True
+            if not held:
+                del state[key]
+            return False
+
+        return self._update(change)
+
+
+def get_semaphore() -> RedisSemaphore | FileSemaphore:
+    """The semaphore the worker uses (the same Redis keys or state file), seen from outside."""
+    used = semaphores.get_semaphore()
+    if isinstance(used, semaphores.RedisSemaphore):
+        return RedisSemaphore(settings.ASYNCH_SEMAPHORE_REDIS_URL)
+    return FileSemaphore(used.path)  # type: ignore[attr-defined]

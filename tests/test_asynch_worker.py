@@ -15,10 +15,19 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from asynch import crypto, selectors, services, worker
+from asynch import crypto, services, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
-from asynch.semaphore import FileSemaphore, RedisSemaphore, get_semaphore, semaphore_key
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
+from asynch.semaphore import semaphore_key
+from tests.asynch_fixtures import (  # noqa: F401
+    FileSemaphore,
+    RedisSemaphore,
+    get_semaphore,
+    make_model,
+    model_server_fixture,
+    queue_order,
+    run_queue,
+    tenant_client,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -143,7 +152,7 @@ def test_a_failed_task_with_retries_left_is_never_deleted(biz, model_server):
 
 
 def _queue_order(model_name: str = "model-service") -> list[str]:
-    return selectors.queue_order(model_name=model_name)
+    return queue_order(model_name=model_name)
 
 
 def _fail_first_then_queue_two(biz, model_server, **model_fields) -> tuple[str, str, str]:
@@ -214,7 +223,7 @@ def test_the_cleaner_works_in_bounded_batches(biz, settings):
 def test_a_late_success_after_the_task_was_failed_as_stuck_changes_nothing(biz, model_server):
     make_model(base_url=model_server.url)
     task_id = biz.create_task("model-service").json()["taskId"]
-    (claimed,) = worker.tasks_claim(calls=worker._model_calls(), limit=5, worker_id="w1")
+    (claimed,) = worker.tasks_claim(calls=worker.model_calls(), limit=5, worker_id="w1")
     AsynchTask.objects.filter(id=task_id).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
     services.tasks_clean()  # failed (lease lapsed), then queued again for a retry
     assert worker.task_execute(claimed) == "lost"
@@ -240,13 +249,13 @@ def test_a_claim_skips_a_saturated_tenant_and_model_and_takes_the_others(biz, mo
     blocked = [biz.create_task("model-service").json()["taskId"] for _ in range(3)]
     free = other.create_task("model-service").json()["taskId"]
     assert get_semaphore().acquire(semaphore_key(biz.tenant.id, "model-service"), limit=1, token="x", lease_seconds=30)
-    claimed = worker.tasks_claim(calls=worker._model_calls(), limit=5, worker_id="w1")
+    claimed = worker.tasks_claim(calls=worker.model_calls(), limit=5, worker_id="w1")
     assert [c.task.id for c in claimed] == [free]
     assert {_task(i).state for i in blocked} == {TaskState.QUEUED}
     for item in claimed:
         worker.task_execute(item)
     get_semaphore().release(semaphore_key(biz.tenant.id, "model-service"), token="x")
-    (again,) = worker.tasks_claim(calls=worker._model_calls(), limit=5, worker_id="w1")
+    (again,) = worker.tasks_claim(calls=worker.model_calls(), limit=5, worker_id="w1")
     worker.task_execute(again)
     # Tasks claimed and put back for want of a slot are not counted as calls.
     assert _stat_total() == len(model_server.calls) == 2

@@ -8,7 +8,7 @@ import pytest
 
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.services import retry_delay
-from asynch.worker import ModelCall, _redacted
+from asynch.worker.calls import ModelCall, _redacted
 from tests.conftest import RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
 from tests.user_api_support import Learner

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from ai_jobs import services
 from ai_jobs.models import RuntimeInstance
-from asynch.semaphore import get_semaphore, semaphore_key
+from asynch.semaphore import semaphore_key
 from config.observability import metrics
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
+from tests.asynch_fixtures import get_semaphore, make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
 from tests.ops_support import PrivateRedis, Scrape

@@ -490,6 +490,12 @@ def test_the_runtime_backs_off_while_the_api_is_down_then_claims(standin):
     assert len(api.sent["claim"]) >= 4
 
 
+def active_jobs(runtime: Runtime) -> list[str]:
+    """The ids of the jobs the runtime holds right now."""
+    with runtime._lock:
+        return list(runtime._active)
+
+
 def test_shutdown_lets_jobs_run_for_the_grace_period_then_reports_them_retryable(standin):
     standin.model.add_faults([{"delay": 30, "times": None}])
     api = ScriptedApi(standin.base_url, jobs=[_job(job_id="job_a"), _job(job_id="job_b")])
@@ -497,7 +503,7 @@ def test_shutdown_lets_jobs_run_for_the_grace_period_then_reports_them_retryable
     runtime.start()
     wait_for(lambda: standin.model.snapshot_stats()["requests"] == 2, what="both model calls")
     runtime.stop(timeout=15)
-    assert not runtime._thread.is_alive() and runtime.active_jobs() == []
+    assert not runtime._thread.is_alive() and active_jobs(runtime) == []
     codes = sorted(f["error_code"] for f in api.sent["fail"])
     assert codes == ["MODEL_TIMEOUT", "MODEL_TIMEOUT"]
     assert "shut down" in api.sent["fail"][0]["error_message"]

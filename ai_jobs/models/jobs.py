@@ -139,10 +139,6 @@ class AiRuntimeJob(models.Model):
     def __str__(self) -> str:
         return f"{self.id} {self.job_type} [{self.status}]"
 
-    @property
-    def lock_until_ms(self) -> int | None:
-        return int(self.lock_until.timestamp() * 1000) if self.lock_until else None
-
 
 class AiJobSnapshot(models.Model):
     """What the runtime is given to analyse: built from the user's learning data for

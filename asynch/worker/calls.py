@@ -1,0 +1,228 @@
+"""Calling one model service for one claimed task, and storing what it answers
+(seed 003 §1.2): the payload as JSON (GET: as query parameters), the config's headers
+and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from asynch import crypto, transitions
+from asynch.headers import parse_api_key
+from asynch.models import AsynchModel, AsynchTask
+from asynch.semaphore import get_semaphore
+from asynch.services import model_api_key, stat_count_call
+from asynch.storage import ResultFile, StorageError, get_storage
+from config.observability.context import bound
+from config.observability.metrics import ASYNCH_CALLS
+
+logger = logging.getLogger(__name__)
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What a call needs from its model config, read once per round."""
+
+    model_name: str
+    url: str
+    http_method: str
+    headers: dict[str, str]
+    timeout_seconds: int
+    max_concurrency: int
+
+    def __repr__(self) -> str:  # the headers carry the model's key
+        return f"ModelCall({self.model_name}, {self.http_method} {self.url})"
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task: AsynchTask
+    call: ModelCall
+    slot_key: str
+    slot_token: str
+    counted: bool = False  # the claim already counted the call in the statistics
+
+
+def model_calls() -> dict[str, ModelCall]:
+    """What calling each enabled model takes, read from the configs; a config whose
+    ``apiKey`` cannot be decrypted is left out, so its tasks wait."""
+    calls = {}
+    for model in AsynchModel.objects.filter(enabled=True):
+        route = model.route.strip()
+        url = model.base_url.rstrip("/") + ("/" + route.lstrip("/") if route else "")
+        try:
+            headers = parse_api_key(model_api_key(model))
+        except Exception:
+            logger.error("asynch: the apiKey of model %s cannot be read; its tasks wait", model.model_name)
+            continue
+        calls[model.model_name] = ModelCall(
+            model_name=model.model_name,
+            url=url,
+            http_method=model.http_method,
+            headers=headers,
+            timeout_seconds=model.timeout_seconds,
+            max_concurrency=max(1, model.max_concurrency),
+        )
+    return calls
+
+
+def _session() -> requests.Session:
+    session = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = requests.Session()
+    return session
+
+
+def _query_params(payload: dict[str, Any]) -> dict[str, str]:
+    """GET: the payload as query parameters; nested values travel as JSON text."""
+    params = {}
+    for key, value in payload.items():
+        if isinstance(value, str):
+            params[key] = value
+        elif isinstance(value, bool):
+            params[key] = "true" if value else "false"
+        elif value is None:
+            params[key] = ""
+        elif isinstance(value, int | float):
+            params[key] = str(value)
+        else:
+            params[key] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return params
+
+
+def _drop_broken_connection() -> None:
+    # Call threads keep their connection for the drain (a check before every task
+    # would cost a round trip each); after an error it is dropped if unusable, so the
+    # next task reconnects. Never inside a transaction: tests run the queue in theirs.
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
+def task_execute(claimed: Claimed) -> str:
+    """Call the model for one claimed task and store what it answers. Returns the
+    outcome: ``succeeded``, ``failed`` or ``lost`` (the attempt was taken away)."""
+    task, call = claimed.task, claimed.call
+    released = False
+
+    def release_slot() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
+
+    try:
+        with bound(taskId=task.id):
+            return _execute(task, call, release_slot, claimed.counted)
+    except Exception as error:  # a bug must not leave the task running until its lease lapses
+        logger.exception("asynch: task %s failed unexpectedly", task.id)
+        _drop_broken_connection()
+        moved = transitions.fail(
+            task_id=task.id,
+            attempt_no=task.attempt_no,
+            error_message=f"Internal error: {type(error).__name__}",
+            http_status=None,
+            now=timezone.now(),
+        )
+        return "failed" if moved else "lost"
+    finally:
+        release_slot()
+
+
+def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None], counted: bool) -> str:
+    payload = task.request_payload if isinstance(task.request_payload, dict) else {}
+    request: dict[str, Any] = {"headers": call.headers, "timeout": call.timeout_seconds}
+    if call.http_method == "GET":
+        request["params"] = _query_params(payload)
+    else:
+        request["json"] = payload
+    # Seed 003 §1.3: real calls only, counted as they are sent (on PostgreSQL by the
+    # claim itself), so a worker that dies mid-call has counted it too; storage
+    # retries never count again.
+    if not counted:
+        stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
+    response: requests.Response | None = None
+    error_message = ""
+    outcome = "error"
+    try:
+        response = _session().request(call.http_method, call.url, **request)
+        outcome = "ok" if response.status_code < 400 else "error"
+    except requests.Timeout:
+        error_message = f"The model service did not answer within {call.timeout_seconds}s"
+        outcome = "timeout"
+    except requests.RequestException as error:
+        error_message = f"The model service could not be reached: {type(error).__name__}"
+    finally:
+        release_slot()  # the slot bounds model calls; storing the answer needs none
+        ASYNCH_CALLS.inc(task.model_name, outcome)
+    now = timezone.now()
+    if response is None or response.status_code >= 400:
+        if response is not None:
+            error_message = f"The model service answered HTTP {response.status_code}: {_redacted(response.text, call)}"
+        moved = transitions.fail(
+            task_id=task.id,
+            attempt_no=task.attempt_no,
+            error_message=error_message,
+            http_status=response.status_code if response is not None else None,
+            now=now,
+        )
+        return "failed" if moved else "lost"
+    result = ResultFile(
+        task_id=task.id,
+        tenant_id=task.tenant_id,
+        content=response.content,
+        content_type=response.headers.get("Content-Type", "application/octet-stream"),
+    )
+    try:
+        ref = _store(result, task)
+    except StorageError as error:
+        moved = transitions.fail(
+            task_id=task.id, attempt_no=task.attempt_no, error_message=str(error), http_status=200, now=now
+        )
+        return "failed" if moved else "lost"
+    if transitions.succeed(
+        task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=response.status_code, now=timezone.now()
+    ):
+        return "succeeded"
+    # The attempt was taken away (failed as stuck) while the call ran: its file goes.
+    try:
+        get_storage().delete(ref)
+    except Exception:
+        logger.warning("asynch: could not delete the orphan result %s", ref, exc_info=True)
+    return "lost"
+
+
+def _store(result: ResultFile, task: AsynchTask) -> str:
+    """Store with a few quick attempts: an upload retry calls no model (seed 003 §1.3)."""
+    forward = json.loads(crypto.decrypt(task.forward_headers_encrypted) or "{}")
+    storage = get_storage()
+    attempts = max(1, settings.ASYNCH_STORAGE_ATTEMPTS)
+    for attempt in range(1, attempts + 1):
+        try:
+            return storage.save(result, forward_headers=forward)
+        except StorageError:
+            if attempt == attempts:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _redacted(text: str, call: ModelCall) -> str:
+    """An error body is shown to the tenant: never with the configured header values
+    (a service may echo the key it refused), nor with NUL characters."""
+    text = text[:2000]
+    for value in call.headers.values():
+        if len(value) >= 4:
+            text = text.replace(value, "****")
+    return text.replace("\x00", "")[:500]
