@@ -150,4 +150,4 @@ class AiJobSnapshotAdmin(admin.ModelAdmin):
         return False
 
 
-from ai_jobs import admin_records  # noqa: E402, F401  (registers the result records)
+from ai_jobs import admin_outputs  # noqa: E402, F401  (registers the outputs' pages)

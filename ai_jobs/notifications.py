@@ -20,22 +20,11 @@ from typing import Any
 from celery import shared_task
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from ai_jobs.models import (
-    AiLearningAnalysis,
-    AiRuntimeJob,
-    CandidateStatus,
-    FlashcardCandidate,
-    JobStatus,
-    JobType,
-    NextActionRecommendation,
-    Notification,
-    NotificationKind,
-    QuizQuestionCandidate,
-    WeakPointCandidate,
-)
+from ai_jobs import job_types, selectors
+from ai_jobs.models import AiRuntimeJob, JobStatus, Notification, NotificationKind
 from config.errors import DomainError, ErrorCode
 from config.observability.context import bound
 from config.observability.metrics import NOTIFICATIONS_FAILED
@@ -43,14 +32,6 @@ from config.observability.metrics import NOTIFICATIONS_FAILED
 logger = logging.getLogger(__name__)
 
 _KIND_OF_STATUS = {JobStatus.SUCCEEDED: NotificationKind.JOB_SUCCEEDED, JobStatus.FAILED: NotificationKind.JOB_FAILED}
-
-_LABELS = {
-    JobType.LEARNING_STATE_ANALYSIS: "Learning analysis",
-    JobType.WEAK_POINT_ANALYSIS: "Weak-point analysis",
-    JobType.NEXT_ACTION_PLANNING: "Study plan",
-    JobType.QUIZ_GENERATION: "Quiz",
-    JobType.FLASHCARD_GENERATION: "Flashcards",
-}
 
 
 # --- enqueue ------------------------------------------------------------------------------------
@@ -134,43 +115,16 @@ def notification_create_for_job(*, job_id: str) -> Notification | None:
     return Notification.objects.filter(job_id=job_id, kind=kind).first()
 
 
-def _candidate_counts(model: type[QuizQuestionCandidate] | type[FlashcardCandidate], job_id: str) -> dict[str, int]:
-    counts = dict(model.objects.filter(job_id=job_id).values_list("status").annotate(n=Count("id")))
-    return {
-        "published": counts.get(CandidateStatus.PUBLISHED, 0),
-        "duplicates": counts.get(CandidateStatus.DUPLICATE, 0),
-    }
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _describe(job: AiRuntimeJob, kind: str) -> tuple[str, str, dict[str, Any]]:
-    label = _LABELS.get(job.job_type, job.job_type)
+    """Title, message and data: the job type's label, and on success what its notice says."""
+    declared = job_types.get(job.job_type)
+    label = declared.label if declared is not None else job.job_type
     if kind == NotificationKind.JOB_FAILED:
         return f"{label} failed", "The job could not be completed.", {"errorCode": job.error_code}
-    if job.job_type == JobType.LEARNING_STATE_ANALYSIS:
-        analysis = AiLearningAnalysis.objects.filter(job_id=job.id).only("id", "mastery_score", "level").first()
-        if analysis is None:
-            return f"{label} ready", "", {}
-        message = f"Mastery {analysis.mastery_score:g}/100, level {analysis.level}."
-        return f"{label} ready", message, {"analysisId": analysis.id}
-    if job.job_type == JobType.WEAK_POINT_ANALYSIS:
-        count = WeakPointCandidate.objects.filter(job_id=job.id).count()
-        return f"{label} ready", f"{_plural(count, 'weak point')} found.", {"weakPoints": count}
-    if job.job_type == JobType.NEXT_ACTION_PLANNING:
-        count = NextActionRecommendation.objects.filter(job_id=job.id).count()
-        return f"{label} ready", f"{_plural(count, 'recommendation')}.", {"recommendations": count}
-    if job.job_type in (JobType.QUIZ_GENERATION, JobType.FLASHCARD_GENERATION):
-        quiz = job.job_type == JobType.QUIZ_GENERATION
-        counts = _candidate_counts(QuizQuestionCandidate if quiz else FlashcardCandidate, job.id)
-        noun = "question" if quiz else "flashcard"
-        message = f"{_plural(counts['published'], 'new ' + noun)} published"
-        if counts["duplicates"]:
-            message += f", {_plural(counts['duplicates'], 'duplicate')} skipped"
-        return f"{label} ready", message + ".", counts
-    return f"{label} ready", "", {}
+    if declared is None:
+        return f"{label} ready", "", {}
+    message, data = declared.notice(job)
+    return f"{label} ready", message, data
 
 
 def notification_mark_read(*, user: AbstractBaseUser, notification_id: str) -> Notification:
@@ -194,13 +148,9 @@ def notification_list(
     job_id: str | None = None,
     is_read: bool | None = None,
 ) -> QuerySet[Notification]:
-    notifications = Notification.objects.filter(user=user)
-    if target_type is not None:
-        notifications = notifications.filter(target_type=target_type)
-    if target_id is not None:
-        notifications = notifications.filter(target_id=target_id)
-    if job_id is not None:
-        notifications = notifications.filter(job_id=job_id)
+    notifications = selectors.job_linked(
+        model=Notification, user=user, target_type=target_type, target_id=target_id, job_id=job_id
+    )
     if is_read is not None:
         notifications = notifications.filter(read_at__isnull=not is_read)
     return notifications

@@ -1,6 +1,7 @@
 """The output schemas of contract §5, one JSON Schema per job type and version
-(``ai_jobs/schemas/<version>/<jobType>.json``). Free of Django on purpose: the
-reference runtime validates the model's output with the very same schemas."""
+(``ai_jobs/schemas/<version>/<jobType>.json``; a job type declared elsewhere may name
+another directory laid out the same way). Free of Django on purpose: the reference
+runtime validates the model's output with the very same schemas."""
 
 from __future__ import annotations
 
@@ -20,30 +21,35 @@ class UnknownSchema(LookupError):
     """No schema for this job type and version."""
 
 
-def versions() -> list[str]:
-    return sorted(p.name for p in SCHEMA_DIR.iterdir() if p.is_dir())
+def versions(root: Path = SCHEMA_DIR, job_type: str | None = None) -> list[str]:
+    """The schema versions under ``root``; with ``job_type``, those that have its schema."""
+    return sorted(
+        p.name for p in root.iterdir() if p.is_dir() and (job_type is None or (p / f"{job_type}.json").is_file())
+    )
 
 
 @cache
-def schema(job_type: str, version: str) -> dict[str, Any]:
+def schema(job_type: str, version: str, root: Path = SCHEMA_DIR) -> dict[str, Any]:
     if "/" in version or "/" in job_type or version.startswith("."):
         raise UnknownSchema(f"{job_type}/{version}")
-    path = SCHEMA_DIR / version / f"{job_type}.json"
+    path = root / version / f"{job_type}.json"
     if not path.is_file():
         raise UnknownSchema(f"{job_type}/{version}")
     return json.loads(path.read_text())
 
 
 @cache
-def _validator(job_type: str, version: str) -> Draft202012Validator:
-    return Draft202012Validator(schema(job_type, version))
+def _validator(job_type: str, version: str, root: Path) -> Draft202012Validator:
+    return Draft202012Validator(schema(job_type, version, root))
 
 
-def validation_errors(job_type: str, version: str, output: Any, *, limit: int = 10) -> list[str]:
+def validation_errors(
+    job_type: str, version: str, output: Any, *, limit: int = 10, root: Path = SCHEMA_DIR
+) -> list[str]:
     """The output's schema errors, ``path: message`` each, at most ``limit``;
     raises UnknownSchema for a job type or version with no schema."""
     errors = []
-    for error in _validator(job_type, version).iter_errors(output):
+    for error in _validator(job_type, version, root).iter_errors(output):
         path = "/".join(str(p) for p in error.absolute_path) or "(root)"
         errors.append(f"{path}: {error.message}")
         if len(errors) >= limit:

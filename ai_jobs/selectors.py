@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, Max, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, Max, Model, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncMinute
 
 from ai_jobs.models import (
@@ -51,6 +52,27 @@ def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} not found")
     return job
+
+
+def job_linked(
+    *,
+    model: type[Model],
+    user: AbstractBaseUser,
+    target_type: str | None = None,
+    target_id: str | None = None,
+    job_id: str | None = None,
+) -> QuerySet[Any]:
+    """The user's rows of a model linked to jobs (``JobLinked``: outputs, notices),
+    optionally of one target type, target or job; a published question or card is
+    listed under the job that published it. (Newest first is the paginator's order.)"""
+    rows = model._default_manager.filter(user=user)
+    if target_type is not None:
+        rows = rows.filter(target_type=target_type)
+    if target_id is not None:
+        rows = rows.filter(target_id=target_id)
+    if job_id is not None:
+        rows = rows.filter(job_id=job_id)
+    return rows
 
 
 def open_job_ids(*, user: AbstractBaseUser) -> list[str]:

@@ -137,7 +137,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyModeEnum": "quotas.models.ApiKeyMode",
-        "JobTypeEnum": "ai_jobs.models.JobType",
+        "JobTypeEnum": "ai_jobs.job_types.choices",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
     },
 }

@@ -13,7 +13,7 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("auth/token", TokenObtainPairView.as_view(), name="token"),
     path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
-    path("internal/runtime/", include("ai_jobs.api.urls")),
+    path("internal/runtime/", include("ai_jobs.api.internal_urls")),
     path("ai/", include("ai_jobs.api.user_urls")),
     path("ai/", include("credentials.api.urls")),
     path("learning/", include("learning.api.urls")),

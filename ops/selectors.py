@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from ai_jobs import job_types as registry
 from ai_jobs import selectors as jobs
-from ai_jobs.models import JobStatus, JobType
+from ai_jobs.models import JobStatus
 from asynch import selectors as asynch
 from asynch.models import AsynchModel
 from quotas import services as quotas
@@ -32,7 +33,7 @@ class Queue:
 
 
 def job_types() -> list[str]:
-    return list(JobType.values)
+    return registry.names()
 
 
 def queue(*, now: dt.datetime) -> Queue:

@@ -51,10 +51,10 @@ def _safe_name(name: str) -> bool:
 
 
 @cache
-def _template(job_type: str, version: str) -> tuple[string.Template, string.Template]:
+def _template(job_type: str, version: str, root: Path = PROMPT_DIR) -> tuple[string.Template, string.Template]:
     if not (_safe_name(job_type) and _safe_name(version)):
         raise UnknownPrompt(f"{version}/{job_type}")
-    path = PROMPT_DIR / version / f"{job_type}.txt"
+    path = root / version / f"{job_type}.txt"
     if not path.is_file():
         raise UnknownPrompt(f"{version}/{job_type}")
     text = path.read_text()
@@ -82,15 +82,22 @@ def job_types(version: str = DEFAULT_VERSION) -> list[str]:
     return known
 
 
-def check(job_type: str, prompt_version: str | None, schema_version: str | None) -> None:
+def check(
+    job_type: str,
+    prompt_version: str | None,
+    schema_version: str | None,
+    *,
+    prompt_dir: Path = PROMPT_DIR,
+    schema_dir: Path = output_schemas.SCHEMA_DIR,
+) -> None:
     """Raises UnknownPrompt / UnknownSchema when this runtime cannot run the job."""
-    _template(job_type, prompt_version or DEFAULT_VERSION)
-    output_schemas.schema(job_type, schema_version or output_schemas.DEFAULT_VERSION)
+    _template(job_type, prompt_version or DEFAULT_VERSION, prompt_dir)
+    output_schemas.schema(job_type, schema_version or output_schemas.DEFAULT_VERSION, schema_dir)
 
 
 @cache
-def _schema_json(job_type: str, version: str) -> str:
-    return json.dumps(output_schemas.schema(job_type, version), sort_keys=True)
+def _schema_json(job_type: str, version: str, root: Path) -> str:
+    return json.dumps(output_schemas.schema(job_type, version, root), sort_keys=True)
 
 
 def _json(value: Any) -> str:
@@ -106,24 +113,31 @@ def render(
     target_id: str,
     snapshot: dict[str, Any],
     params: dict[str, Any],
+    prompt_dir: Path = PROMPT_DIR,
+    schema_dir: Path = output_schemas.SCHEMA_DIR,
 ) -> Prompt:
-    system, user = _template(job_type, prompt_version or DEFAULT_VERSION)
+    """The job's prompt from its type's template (under ``prompt_dir``) and output
+    schema (under ``schema_dir``)."""
+    system, user = _template(job_type, prompt_version or DEFAULT_VERSION, prompt_dir)
     schema_version = output_schema_version or output_schemas.DEFAULT_VERSION
     values = {
         "job_type": job_type,
         "target_type": target_type,
         "target_id": target_id,
         "output_schema_version": schema_version,
-        "output_schema": _schema_json(job_type, schema_version),
+        "output_schema": _schema_json(job_type, schema_version, schema_dir),
         "snapshot_json": _json(snapshot),
         "params_json": _json(params),
-        "question_count": str(_count(params, "questionCount", 10, 50)),
-        "card_count": str(_count(params, "cardCount", 20, 100)),
+        "question_count": str(count(params, "questionCount", 10, 50)),
+        "card_count": str(count(params, "cardCount", 20, 100)),
     }
     return Prompt(system=system.safe_substitute(values), user=user.safe_substitute(values))
 
 
-def _count(params: dict[str, Any], key: str, default: int, most: int) -> int:
+def count(params: dict[str, Any], key: str, default: int, most: int) -> int:
+    """How many items the job asks for: ``params[key]`` within 1 to ``most``. The
+    server stores every count a job type takes in its params; the defaults are for a
+    job made without one."""
     try:
         value = int(params.get(key, default))
     except (TypeError, ValueError):

@@ -7,13 +7,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ai_jobs.api.serializers import JobSerializer
-from ai_jobs.models import ApiKeyMode, JobStatus, JobType
-
-COUNT_LIMITS = {
-    JobType.QUIZ_GENERATION.value: ("questionCount", 1, 50, 10),
-    JobType.FLASHCARD_GENERATION.value: ("cardCount", 1, 100, 20),
-}
+from ai_jobs import job_types
+from ai_jobs.api.internal_serializers import JobSerializer, JobTypeField
+from ai_jobs.models import ApiKeyMode, JobStatus
 
 
 class UserJobSerializer(JobSerializer):
@@ -35,8 +31,20 @@ class JobCreateSerializer(serializers.Serializer):
     idempotencyKey = serializers.CharField(max_length=128, required=False, allow_null=True, allow_blank=True)
     priority = serializers.IntegerField(min_value=0, max_value=100, default=0, help_text="0 is the highest")
     params = serializers.DictField(required=False, default=dict)
-    questionCount = serializers.IntegerField(required=False, min_value=1, max_value=50, help_text="quiz_generation")
-    cardCount = serializers.IntegerField(required=False, min_value=1, max_value=100, help_text="flashcard_generation")
+    # And each job type's count parameter (questionCount, cardCount, ...): get_fields.
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The declared fields, and one per count parameter of the registered job types,
+        bounded by the widest of their declarations (``validate`` holds each type to its own)."""
+        fields = super().get_fields()
+        for name, counts in job_types.count_params().items():
+            fields[name] = serializers.IntegerField(
+                required=False,
+                min_value=min(count.low for count in counts),
+                max_value=max(count.high for count in counts),
+                help_text=", ".join(job_type.name for job_type in job_types.all_types() if job_type.count in counts),
+            )
+        return fields
 
     def validate_params(self, value: dict[str, Any]) -> dict[str, Any]:
         if len(json.dumps(value)) > 4000:
@@ -47,21 +55,21 @@ class JobCreateSerializer(serializers.Serializer):
         """``questionCount`` / ``cardCount`` at the top level (as in the seed's example)
         or inside ``params``; either way they end in ``params``, with their default."""
         params = dict(attrs.get("params") or {})
-        limits = COUNT_LIMITS.get(attrs["jobType"])
-        if limits is not None:
-            name, low, high, default = limits
-            value = attrs.pop(name, None)
+        declared = job_types.get(attrs["jobType"])
+        count = declared.count if declared is not None else None
+        if count is not None:
+            value = attrs.pop(count.name, None)
             if value is None:
-                value = params.get(name, default)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise serializers.ValidationError({name: [f"A whole number from {low} to {high}."]})
-            params[name] = value
-        attrs.pop("questionCount", None)
-        attrs.pop("cardCount", None)
+                value = params.get(count.name, count.default)
+            if isinstance(value, bool) or not isinstance(value, int) or not count.low <= value <= count.high:
+                raise serializers.ValidationError({count.name: [f"A whole number from {count.low} to {count.high}."]})
+            params[count.name] = value
+        for name in job_types.count_params():
+            attrs.pop(name, None)
         attrs["params"] = params
         return attrs
 
 
 class JobListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
-    jobType = serializers.ChoiceField(choices=JobType.choices, required=False)
+    jobType = JobTypeField(required=False)

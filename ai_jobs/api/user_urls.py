@@ -12,5 +12,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs", user_views.JobListView.as_view(), name="ai-jobs"),
     path("jobs/<str:job_id>", user_views.JobDetailView.as_view(), name="ai-job"),
     path("jobs/<str:job_id>/cancel", user_views.JobCancelView.as_view(), name="ai-job-cancel"),
-    path("", include("ai_jobs.api.record_urls")),
+    path("", include("ai_jobs.api.output_urls")),
 ]

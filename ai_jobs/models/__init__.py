@@ -1,4 +1,5 @@
-"""The job and what hangs off it (``jobs``), and what results become (``records``)."""
+"""The job and what hangs off it (``jobs``), what results become (``outputs``), the
+user's notices (``notifications``), and what operators watch (``operations``)."""
 
 from ai_jobs.models.jobs import (
     ACTIVE_STATUSES,
@@ -9,11 +10,11 @@ from ai_jobs.models.jobs import (
     AiRuntimeResult,
     ApiKeyMode,
     JobStatus,
-    JobType,
     TargetType,
 )
+from ai_jobs.models.notifications import Notification, NotificationKind
 from ai_jobs.models.operations import QueueSample, RuntimeInstance
-from ai_jobs.models.records import (
+from ai_jobs.models.outputs import (
     ActionType,
     AiLearningAnalysis,
     CandidateStatus,
@@ -22,8 +23,6 @@ from ai_jobs.models.records import (
     FlashcardCandidate,
     Level,
     NextActionRecommendation,
-    Notification,
-    NotificationKind,
     QuestionType,
     QuizQuestion,
     QuizQuestionCandidate,
@@ -46,7 +45,6 @@ __all__ = [
     "Flashcard",
     "FlashcardCandidate",
     "JobStatus",
-    "JobType",
     "Level",
     "NextActionRecommendation",
     "Notification",

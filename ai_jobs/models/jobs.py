@@ -15,14 +15,6 @@ from config.ids import new_id
 from quotas.models import ApiKeyMode
 
 
-class JobType(models.TextChoices):
-    LEARNING_STATE_ANALYSIS = "learning_state_analysis"
-    WEAK_POINT_ANALYSIS = "weak_point_analysis"
-    NEXT_ACTION_PLANNING = "next_action_planning"
-    QUIZ_GENERATION = "quiz_generation"
-    FLASHCARD_GENERATION = "flashcard_generation"
-
-
 class TargetType(models.TextChoices):
     USER = "user"
     MATERIAL = "material"
@@ -47,7 +39,9 @@ FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.C
 class AiRuntimeJob(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "job"), editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_jobs")
-    job_type = models.CharField(max_length=40, choices=JobType.choices)
+    # One of the registry's (ai_jobs.job_types), checked when a job is created: a new
+    # job type needs no migration.
+    job_type = models.CharField(max_length=40)
     target_type = models.CharField(max_length=32, choices=TargetType.choices)
     target_id = models.CharField(max_length=64)
     snapshot = models.ForeignKey(

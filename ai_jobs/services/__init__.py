@@ -1,14 +1,14 @@
 """Every write to jobs, results, snapshots and invocation logs.
 
-``jobs``: creating and operating on jobs; ``runtime``: the runtime protocol;
-``reaper``: returning lapsed work. Status changes go through ``ai_jobs.transitions``.
+``creation``: ``POST /ai/jobs``; ``jobs``: operating on jobs; ``protocol``: the runtime
+protocol (what a runtime does to the job it holds); ``reaper``: returning lapsed work;
+``operations``: what operators watch. Status changes go through ``ai_jobs.transitions``.
 """
 
 from ai_jobs.services.creation import SubmittedJob, job_submit
 from ai_jobs.services.jobs import ai_settings_update, job_cancel, job_create, job_rerun, jobs_cancel
 from ai_jobs.services.operations import queue_sample_record, runtime_seen
-from ai_jobs.services.reaper import jobs_reap
-from ai_jobs.services.runtime import (
+from ai_jobs.services.protocol import (
     FailOutcome,
     ResolvedCredential,
     SubmittedResult,
@@ -19,9 +19,11 @@ from ai_jobs.services.runtime import (
     job_heartbeat,
     job_lock,
     job_snapshot,
+    result_persist,
     result_submit,
     retry_delay,
 )
+from ai_jobs.services.reaper import jobs_reap
 
 __all__ = [
     "FailOutcome",
@@ -43,6 +45,7 @@ __all__ = [
     "jobs_cancel",
     "jobs_reap",
     "queue_sample_record",
+    "result_persist",
     "result_submit",
     "retry_delay",
     "runtime_seen",

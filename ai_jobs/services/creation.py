@@ -8,8 +8,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
-from ai_jobs import selectors
-from ai_jobs.models import AiRuntimeJob, ApiKeyMode, JobType, TargetType
+from ai_jobs import job_types, selectors
+from ai_jobs.models import AiRuntimeJob, ApiKeyMode
 from ai_jobs.services.jobs import job_create
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode
@@ -17,18 +17,6 @@ from credentials.selectors import credential_get_for_user
 from learning.selectors import target_exists_for_user
 from quotas import services as quotas
 from quotas.models import CircuitState
-
-GENERATION_TYPES = {JobType.QUIZ_GENERATION.value, JobType.FLASHCARD_GENERATION.value}
-ANALYSIS_TARGETS = {
-    TargetType.USER.value,
-    TargetType.MATERIAL.value,
-    TargetType.KNOWLEDGE_POINT.value,
-    TargetType.KNOWLEDGE_BASE.value,
-}
-
-
-def allowed_targets(job_type: str) -> set[str]:
-    return {TargetType.KNOWLEDGE_BASE.value} if job_type in GENERATION_TYPES else ANALYSIS_TARGETS
 
 
 def _platform_admit() -> str:
@@ -71,13 +59,14 @@ def job_submit(
 ) -> SubmittedJob:
     """A user asks for an analysis. Each refusal carries the code of seed 002 §1.2."""
     # 2. the job type
-    if job_type not in JobType.values:
-        raise DomainError(ErrorCode.INVALID_JOB_TYPE, f"jobType must be one of {', '.join(JobType.values)}")
+    declared = job_types.get(job_type)
+    if declared is None:
+        raise DomainError(ErrorCode.INVALID_JOB_TYPE, f"jobType must be one of {', '.join(job_types.names())}")
     # 3. the target type fits the job type, and the target is the user's
-    if target_type not in allowed_targets(job_type):
+    if target_type not in declared.target_types:
         raise DomainError(
             ErrorCode.INVALID_TARGET_TYPE,
-            f"{job_type} takes targetType {' or '.join(sorted(allowed_targets(job_type)))}",
+            f"{job_type} takes targetType {' or '.join(sorted(declared.target_types))}",
         )
     if not target_exists_for_user(user=user, target_type=target_type, target_id=target_id):
         raise DomainError(ErrorCode.NOT_FOUND, f"{target_type} {target_id} not found")

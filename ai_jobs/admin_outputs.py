@@ -1,6 +1,8 @@
-"""Operators' read-only view of what results became: analyses, weak points,
-recommendations, quiz and flashcard candidates with what became of each, the
-published questions and cards, and the users' notifications."""
+"""Operators' read-only view of what results became: the outputs of every
+registered job type (analyses, weak points, recommendations, quiz and flashcard
+candidates with what became of each, the published questions and cards) and the
+users' notifications. An output model with no page of its own here gets the plain
+read-only one."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
 
+from ai_jobs import job_types
 from ai_jobs.models import (
     AiLearningAnalysis,
     Flashcard,
@@ -22,8 +25,8 @@ from ai_jobs.models import (
 )
 
 
-class ReadOnlyRecordAdmin(admin.ModelAdmin):
-    """Records are history written by results: view, filter, never edit."""
+class ReadOnlyOutputAdmin(admin.ModelAdmin):
+    """Outputs are history written by results: view, filter, never edit."""
 
     list_select_related = ["user", "job"]
     date_hierarchy = "created_at"
@@ -46,8 +49,7 @@ class ReadOnlyRecordAdmin(admin.ModelAdmin):
 _SEARCH = ["id", "job__id", "user__username", "target_id"]
 
 
-@admin.register(AiLearningAnalysis)
-class AiLearningAnalysisAdmin(ReadOnlyRecordAdmin):
+class AiLearningAnalysisAdmin(ReadOnlyOutputAdmin):
     list_display = [
         "id",
         "user",
@@ -63,54 +65,62 @@ class AiLearningAnalysisAdmin(ReadOnlyRecordAdmin):
     search_fields = _SEARCH
 
 
-@admin.register(WeakPointCandidate)
-class WeakPointCandidateAdmin(ReadOnlyRecordAdmin):
+class WeakPointCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "title", "severity", "knowledge_point", "confidence", "created_at"]
     list_filter = ["severity", "target_type"]
     list_select_related = ["user", "job", "knowledge_point"]
     search_fields = [*_SEARCH, "title"]
 
 
-@admin.register(NextActionRecommendation)
-class NextActionRecommendationAdmin(ReadOnlyRecordAdmin):
+class NextActionRecommendationAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "action_type", "title", "priority", "estimated_minutes", "created_at"]
     list_filter = ["action_type", "priority", "target_type"]
     search_fields = [*_SEARCH, "title"]
 
 
-@admin.register(QuizQuestionCandidate)
-class QuizQuestionCandidateAdmin(ReadOnlyRecordAdmin):
+class QuizQuestionCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "status", "question_type", "difficulty", "stem", "question", "created_at"]
     list_filter = ["status", "question_type", "difficulty"]
     list_select_related = ["user", "job", "question"]
     search_fields = [*_SEARCH, "stem"]
 
 
-@admin.register(QuizQuestion)
-class QuizQuestionAdmin(ReadOnlyRecordAdmin):
+class QuizQuestionAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "knowledge_base", "question_type", "difficulty", "stem", "job", "created_at"]
     list_filter = ["question_type", "difficulty"]
     list_select_related = ["user", "job", "knowledge_base"]
     search_fields = [*_SEARCH, "stem", "knowledge_base__id"]
 
 
-@admin.register(FlashcardCandidate)
-class FlashcardCandidateAdmin(ReadOnlyRecordAdmin):
+class FlashcardCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "status", "front", "flashcard", "created_at"]
     list_filter = ["status"]
     list_select_related = ["user", "job", "flashcard"]
     search_fields = [*_SEARCH, "front"]
 
 
-@admin.register(Flashcard)
-class FlashcardAdmin(ReadOnlyRecordAdmin):
+class FlashcardAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "knowledge_base", "front", "job", "created_at"]
     list_select_related = ["user", "job", "knowledge_base"]
     search_fields = [*_SEARCH, "front", "knowledge_base__id"]
 
 
-@admin.register(Notification)
-class NotificationAdmin(ReadOnlyRecordAdmin):
+class NotificationAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "kind", "job_type", "title", "job", "read_at", "created_at"]
     list_filter = ["kind", "job_type", ("read_at", admin.EmptyFieldListFilter)]
     search_fields = [*_SEARCH, "title"]
+
+
+PAGES: dict[type[Model], type[ReadOnlyOutputAdmin]] = {
+    AiLearningAnalysis: AiLearningAnalysisAdmin,
+    WeakPointCandidate: WeakPointCandidateAdmin,
+    NextActionRecommendation: NextActionRecommendationAdmin,
+    QuizQuestionCandidate: QuizQuestionCandidateAdmin,
+    QuizQuestion: QuizQuestionAdmin,
+    FlashcardCandidate: FlashcardCandidateAdmin,
+    Flashcard: FlashcardAdmin,
+}
+
+for _model in job_types.output_models():
+    admin.site.register(_model, PAGES.get(_model, ReadOnlyOutputAdmin))
+admin.site.register(Notification, NotificationAdmin)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import metrics, output_schemas, transitions
+from ai_jobs import job_types, metrics, output_schemas, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     AiInvocationLog,
@@ -27,7 +27,6 @@ from ai_jobs.models import (
     JobStatus,
 )
 from ai_jobs.notifications import notify_after_commit
-from ai_jobs.records import result_persist
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from credentials.services import credential_resolve
@@ -216,13 +215,28 @@ def result_submit(
     raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")
 
 
+def result_persist(*, job: AiRuntimeJob, result: AiRuntimeResult) -> None:
+    """Store an accepted result as its job type's outputs, inside the result's
+    transaction, and notify the user once it commits: a result that is rolled back
+    leaves no output and sends no notice."""
+    declared = job_types.get(job.job_type)
+    if declared is None:  # a job of a type removed since it was created
+        raise DomainError(ErrorCode.RESULT_SCHEMA_UNSUPPORTED, f"Job type {job.job_type} is not registered")
+    declared.store(job, result.output, result)
+    notify_after_commit(job.id)
+
+
 def _check_output(job_type: str, version: str, output: dict[str, Any]) -> None:
+    declared = job_types.get(job_type)
     try:
-        errors = output_schemas.validation_errors(job_type, version, output)
+        if declared is None:
+            raise output_schemas.UnknownSchema(job_type)
+        errors = declared.validation_errors(version, output)
     except output_schemas.UnknownSchema:
+        known = declared.schema_versions() if declared is not None else output_schemas.versions()
         raise DomainError(
             ErrorCode.RESULT_SCHEMA_UNSUPPORTED,
-            f"Output schema {version} of {job_type} is not supported; known: {', '.join(output_schemas.versions())}",
+            f"Output schema {version} of {job_type} is not supported; known: {', '.join(known)}",
         ) from None
     if errors:
         raise DomainError(ErrorCode.RESULT_SCHEMA_UNSUPPORTED, "Output does not match its schema: " + "; ".join(errors))

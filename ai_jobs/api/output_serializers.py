@@ -1,24 +1,32 @@
-"""Wire shapes of the result lists and notifications (contract §4), camelCase.
+"""Wire shapes of the output lists and notifications (contract §4), camelCase.
 
-Every record carries ``id``, ``jobId``, the job's ``targetType``/``targetId`` and
-``createdAt``, then the fields of its job type's output (contract §5)."""
+Every output carries ``id``, ``jobId``, the job's ``targetType``/``targetId`` and
+``createdAt``, then the fields of its job type's output (contract §5). ``SERIALIZERS``
+says which shape each output model has on the wire (an output model a new job type
+adds gets its serializer there)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ai_jobs.models import (
     ActionType,
+    AiLearningAnalysis,
     Difficulty,
+    Flashcard,
     Level,
+    NextActionRecommendation,
     Notification,
     NotificationKind,
     QuestionType,
+    QuizQuestion,
     Severity,
     TargetType,
+    WeakPointCandidate,
 )
 
 ID_MAX = 64
@@ -27,23 +35,23 @@ ID_MAX = 64
 # --- filters -------------------------------------------------------------------------------------
 
 
-class RecordFilterSerializer(serializers.Serializer):
+class OutputFilterSerializer(serializers.Serializer):
     targetType = serializers.ChoiceField(choices=TargetType.values, required=False)
     targetId = serializers.CharField(max_length=ID_MAX, required=False)
     jobId = serializers.CharField(max_length=ID_MAX, required=False)
 
 
-class NotificationFilterSerializer(RecordFilterSerializer):
+class NotificationFilterSerializer(OutputFilterSerializer):
     isRead = serializers.BooleanField(required=False)
 
 
 FILTER_ARGUMENTS = {"targetType": "target_type", "targetId": "target_id", "jobId": "job_id", "isRead": "is_read"}
 
 
-# --- records ---------------------------------------------------------------------------------------
+# --- outputs ---------------------------------------------------------------------------------------
 
 
-class _RecordSerializer(serializers.Serializer):
+class _OutputSerializer(serializers.Serializer):
     id = serializers.CharField()
     jobId = serializers.CharField(source="job_id")
     targetType = serializers.ChoiceField(source="target_type", choices=TargetType.values)
@@ -55,7 +63,7 @@ def _strings() -> serializers.ListField:
     return serializers.ListField(child=serializers.CharField())
 
 
-class AnalysisSerializer(_RecordSerializer):
+class AnalysisSerializer(_OutputSerializer):
     summary = serializers.CharField()
     masteryScore = serializers.FloatField(source="mastery_score")
     level = serializers.ChoiceField(choices=Level.values)
@@ -64,7 +72,7 @@ class AnalysisSerializer(_RecordSerializer):
     confidence = serializers.FloatField()
 
 
-class WeakPointSerializer(_RecordSerializer):
+class WeakPointSerializer(_OutputSerializer):
     knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
     title = serializers.CharField()
     reason = serializers.CharField()
@@ -73,7 +81,7 @@ class WeakPointSerializer(_RecordSerializer):
     confidence = serializers.FloatField()
 
 
-class RecommendationSerializer(_RecordSerializer):
+class RecommendationSerializer(_OutputSerializer):
     actionType = serializers.ChoiceField(source="action_type", choices=ActionType.values)
     title = serializers.CharField()
     description = serializers.CharField()
@@ -92,7 +100,7 @@ class AnswerField(serializers.JSONField):
     """A string, or a list of strings (multiple choice)."""
 
 
-class QuizQuestionSerializer(_RecordSerializer):
+class QuizQuestionSerializer(_OutputSerializer):
     knowledgeBaseId = serializers.CharField(source="knowledge_base_id")
     knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
     questionType = serializers.ChoiceField(source="question_type", choices=QuestionType.values)
@@ -103,7 +111,7 @@ class QuizQuestionSerializer(_RecordSerializer):
     difficulty = serializers.ChoiceField(choices=Difficulty.values)
 
 
-class FlashcardSerializer(_RecordSerializer):
+class FlashcardSerializer(_OutputSerializer):
     knowledgeBaseId = serializers.CharField(source="knowledge_base_id")
     knowledgePointId = serializers.CharField(source="knowledge_point_id", allow_null=True)
     front = serializers.CharField()
@@ -112,7 +120,7 @@ class FlashcardSerializer(_RecordSerializer):
     tags = _strings()
 
 
-class NotificationSerializer(_RecordSerializer):
+class NotificationSerializer(_OutputSerializer):
     kind = serializers.ChoiceField(choices=NotificationKind.values)
     jobType = serializers.CharField(source="job_type")
     title = serializers.CharField()
@@ -123,6 +131,15 @@ class NotificationSerializer(_RecordSerializer):
 
     def get_isRead(self, notification: Notification) -> bool:
         return notification.read_at is not None
+
+
+SERIALIZERS: dict[type[Model], type[serializers.Serializer]] = {
+    AiLearningAnalysis: AnalysisSerializer,
+    WeakPointCandidate: WeakPointSerializer,
+    NextActionRecommendation: RecommendationSerializer,
+    QuizQuestion: QuizQuestionSerializer,
+    Flashcard: FlashcardSerializer,
+}
 
 
 def filters_of(serializer_class: type[serializers.Serializer], query: dict[str, Any]) -> dict[str, Any]:

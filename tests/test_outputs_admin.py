@@ -10,7 +10,7 @@ from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
 from ai_jobs.notifications import notification_create_for_job
 from tests.conftest import RuntimeClient
 from tests.learning_factories import KnowledgeBaseFactory
-from tests.test_records import finish, kb_job, quiz
+from tests.test_outputs import finish, kb_job, quiz
 
 pytestmark = pytest.mark.django_db
 

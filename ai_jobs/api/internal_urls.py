@@ -1,8 +1,8 @@
 from django.urls import path
 
-from ai_jobs.api import views
+from ai_jobs.api import internal_views as views
 
-app_name = "runtime"
+app_name = "internal"
 
 urlpatterns = [
     path("jobs/poll", views.PollView.as_view(), name="poll"),

@@ -8,12 +8,12 @@ import threading
 import pytest
 from django.db import connection
 
-from ai_jobs import records
 from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
+from ai_jobs.outputs import publishing
 from learning.models import KnowledgeBase
 from tests.conftest import RuntimeClient
 from tests.learning_factories import KnowledgeBaseFactory
-from tests.test_records import kb_job, quiz
+from tests.test_outputs import kb_job, quiz
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +31,7 @@ def _postgres_and_eager(settings) -> None:
 def test_concurrent_identical_quiz_results_publish_each_question_once(lock, monkeypatch):
     if not lock:  # the constraint and ON CONFLICT DO NOTHING alone must also hold
         monkeypatch.setattr(
-            records,
+            publishing,
             "_knowledge_base_locked",
             lambda job: KnowledgeBase.objects.filter(id=job.target_id, user_id=job.user_id).first(),
         )

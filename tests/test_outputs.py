@@ -20,7 +20,7 @@ from ai_jobs.models import (
     QuizQuestionCandidate,
     WeakPointCandidate,
 )
-from ai_jobs.records import normalize_text
+from ai_jobs.outputs import normalize_text
 from tests.conftest import RuntimeClient
 from tests.factories import VALID_OUTPUTS, JobFactory
 from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ai_jobs import selectors, services
-from ai_jobs.api import serializers as s
+from ai_jobs.api import internal_serializers as s
 from ai_jobs.api.authentication import INSTANCE_HEADER, IsRuntime, RuntimeAuthentication, instance_id_of
 from quotas.throttles import RuntimeThrottle
 

@@ -1,8 +1,8 @@
-"""What a job's result becomes (contract §5) and the user's notices about it.
+"""What a job's result becomes (contract §5): its outputs.
 
-Every record carries its user, the job that produced it and the job's target, so
+Every output carries its user, the job that produced it and the job's target, so
 the user API lists it newest first and filters it by ``targetType``/``targetId``/
-``jobId`` from one index. Quiz and flashcard jobs first store their candidates as
+``jobId`` from one index (the user's notices, ``ai_jobs.models.notifications``, too). Quiz and flashcard jobs first store their candidates as
 the model wrote them, then publish them into the knowledge base: a published
 question (card) stores its normalised stem (front) and a unique SHA-256 of it per
 knowledge base, so the same question can never be published twice there, not
@@ -16,14 +16,13 @@ from functools import partial
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 
 from ai_jobs.models.jobs import AiRuntimeJob, TargetType
 from config.ids import new_id
 
 
-def _id(prefix: str) -> models.CharField:
+def prefixed_id(prefix: str) -> models.CharField:
     return models.CharField(primary_key=True, max_length=40, default=partial(new_id, prefix), editable=False)
 
 
@@ -42,7 +41,7 @@ def _knowledge_point() -> models.ForeignKey:
     )
 
 
-def _list_indexes(prefix: str) -> list[models.Index]:
+def list_indexes(prefix: str) -> list[models.Index]:
     """The user API's reads: the user's newest first, optionally of one target."""
     return [
         models.Index(fields=["user", "-created_at", "-id"], name=f"{prefix}_user_created"),
@@ -90,7 +89,9 @@ class CandidateStatus(models.TextChoices):
     NO_KNOWLEDGE_BASE = "no_knowledge_base"  # the job's knowledge base is gone: nothing to publish into
 
 
-class _JobRecord(models.Model):
+class JobLinked(models.Model):
+    """A row of a job's user that names the job and its target."""
+
     user = _user()
     job = _job()
     target_type = models.CharField(max_length=32, choices=TargetType.choices)
@@ -101,10 +102,10 @@ class _JobRecord(models.Model):
         abstract = True
 
 
-class AiLearningAnalysis(_JobRecord):
+class AiLearningAnalysis(JobLinked):
     """``learning_state_analysis``: one per job."""
 
-    id = _id("ana")
+    id = prefixed_id("ana")
     summary = models.TextField()
     mastery_score = models.FloatField()
     level = models.CharField(max_length=16, choices=Level.choices)
@@ -115,17 +116,17 @@ class AiLearningAnalysis(_JobRecord):
     class Meta:
         db_table = "ai_learning_analysis"
         verbose_name_plural = "AI learning analyses"
-        indexes = _list_indexes("ai_ana")
+        indexes = list_indexes("ai_ana")
         constraints = [models.UniqueConstraint(fields=["job"], name="ai_analysis_one_per_job")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.level} {self.mastery_score}"
 
 
-class WeakPointCandidate(_JobRecord):
+class WeakPointCandidate(JobLinked):
     """``weak_point_analysis``: one per entry of ``weakPoints``."""
 
-    id = _id("weak")
+    id = prefixed_id("weak")
     position = models.PositiveIntegerField(help_text="Index in the output")
     knowledge_point = _knowledge_point()
     title = models.CharField(max_length=200)
@@ -136,18 +137,18 @@ class WeakPointCandidate(_JobRecord):
 
     class Meta:
         db_table = "ai_weak_point_candidate"
-        indexes = _list_indexes("ai_weak")
+        indexes = list_indexes("ai_weak")
 
     def __str__(self) -> str:
         return f"{self.id} {self.title} [{self.severity}]"
 
 
-class NextActionRecommendation(_JobRecord):
+class NextActionRecommendation(JobLinked):
     """``next_action_planning``: one per entry of ``recommendations``. The entry's
     own ``targetType``/``targetId`` (what to act on) are ``action_target_*``; they
     are kept only when they name the user or one of the user's objects."""
 
-    id = _id("rcm")
+    id = prefixed_id("rcm")
     position = models.PositiveIntegerField(help_text="Index in the output")
     action_type = models.CharField(max_length=16, choices=ActionType.choices)
     title = models.CharField(max_length=200)
@@ -159,21 +160,21 @@ class NextActionRecommendation(_JobRecord):
 
     class Meta:
         db_table = "ai_next_action_recommendation"
-        indexes = _list_indexes("ai_rcm")
+        indexes = list_indexes("ai_rcm")
 
     def __str__(self) -> str:
         return f"{self.id} {self.action_type} {self.title}"
 
 
-class QuizQuestion(_JobRecord):
+class QuizQuestion(JobLinked):
     """A published question of a knowledge base; ``job`` is the job that published it."""
 
-    id = _id("qq")
+    id = prefixed_id("qq")
     knowledge_base = models.ForeignKey("learning.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
     knowledge_point = _knowledge_point()
     question_type = models.CharField(max_length=16, choices=QuestionType.choices)
     stem = models.TextField()
-    normalized_stem = models.TextField(help_text="ai_jobs.records.normalize_text(stem)")
+    normalized_stem = models.TextField(help_text="ai_jobs.outputs.normalize_text(stem)")
     stem_key = models.CharField(max_length=64, help_text="SHA-256 of normalized_stem; unique per knowledge base")
     options = models.JSONField(default=list)
     answer = models.JSONField(help_text="A string, or a list of strings")
@@ -182,17 +183,17 @@ class QuizQuestion(_JobRecord):
 
     class Meta:
         db_table = "ai_quiz_question"
-        indexes = _list_indexes("ai_qq")
+        indexes = list_indexes("ai_qq")
         constraints = [models.UniqueConstraint(fields=["knowledge_base", "stem_key"], name="ai_quiz_question_unique")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.stem[:60]}"
 
 
-class QuizQuestionCandidate(_JobRecord):
+class QuizQuestionCandidate(JobLinked):
     """``quiz_generation``: one per entry of ``questions``, with what became of it."""
 
-    id = _id("qqc")
+    id = prefixed_id("qqc")
     position = models.PositiveIntegerField(help_text="Index in the output")
     knowledge_base = models.ForeignKey(
         "learning.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -217,20 +218,20 @@ class QuizQuestionCandidate(_JobRecord):
 
     class Meta:
         db_table = "ai_quiz_question_candidate"
-        indexes = _list_indexes("ai_qqc")
+        indexes = list_indexes("ai_qqc")
 
     def __str__(self) -> str:
         return f"{self.id} {self.status} {self.stem[:60]}"
 
 
-class Flashcard(_JobRecord):
+class Flashcard(JobLinked):
     """A published flashcard of a knowledge base; ``job`` is the job that published it."""
 
-    id = _id("fc")
+    id = prefixed_id("fc")
     knowledge_base = models.ForeignKey("learning.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
     knowledge_point = _knowledge_point()
     front = models.TextField()
-    normalized_front = models.TextField(help_text="ai_jobs.records.normalize_text(front)")
+    normalized_front = models.TextField(help_text="ai_jobs.outputs.normalize_text(front)")
     front_key = models.CharField(max_length=64, help_text="SHA-256 of normalized_front; unique per knowledge base")
     back = models.TextField()
     hint = models.TextField(null=True, blank=True)
@@ -238,17 +239,17 @@ class Flashcard(_JobRecord):
 
     class Meta:
         db_table = "ai_flashcard"
-        indexes = _list_indexes("ai_fc")
+        indexes = list_indexes("ai_fc")
         constraints = [models.UniqueConstraint(fields=["knowledge_base", "front_key"], name="ai_flashcard_unique")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.front[:60]}"
 
 
-class FlashcardCandidate(_JobRecord):
+class FlashcardCandidate(JobLinked):
     """``flashcard_generation``: one per entry of ``flashcards``, with what became of it."""
 
-    id = _id("fcc")
+    id = prefixed_id("fcc")
     position = models.PositiveIntegerField(help_text="Index in the output")
     knowledge_base = models.ForeignKey(
         "learning.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -271,38 +272,7 @@ class FlashcardCandidate(_JobRecord):
 
     class Meta:
         db_table = "ai_flashcard_candidate"
-        indexes = _list_indexes("ai_fcc")
+        indexes = list_indexes("ai_fcc")
 
     def __str__(self) -> str:
         return f"{self.id} {self.status} {self.front[:60]}"
-
-
-class NotificationKind(models.TextChoices):
-    JOB_SUCCEEDED = "job_succeeded"
-    JOB_FAILED = "job_failed"
-
-
-class Notification(_JobRecord):
-    """A notice to the user that one of their jobs finished. At most one per job and
-    kind, so a task that runs twice notifies once."""
-
-    id = _id("ntf")
-    kind = models.CharField(max_length=20, choices=NotificationKind.choices)
-    job_type = models.CharField(max_length=40)
-    title = models.CharField(max_length=200)
-    message = models.TextField(blank=True, default="")
-    data = models.JSONField(default=dict, blank=True, help_text="Counts of what the job produced")
-    read_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        db_table = "ai_notification"
-        indexes = [
-            *_list_indexes("ai_ntf"),
-            models.Index(
-                fields=["user", "-created_at", "-id"], name="ai_ntf_user_unread", condition=Q(read_at__isnull=True)
-            ),
-        ]
-        constraints = [models.UniqueConstraint(fields=["job", "kind"], name="ai_notification_once")]
-
-    def __str__(self) -> str:
-        return f"{self.id} {self.kind} {self.job_id}"

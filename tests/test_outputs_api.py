@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from tests.conftest import RuntimeClient
 from tests.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.learning_factories import KnowledgeBaseFactory
-from tests.test_records import finish, kb_job, quiz, user_client
+from tests.test_outputs import finish, kb_job, quiz, user_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

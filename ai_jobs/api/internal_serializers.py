@@ -9,12 +9,37 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ai_jobs.models import AiRuntimeJob, JobType
+from ai_jobs import job_types
+from ai_jobs.models import AiRuntimeJob
 from config.errors import RuntimeErrorCode
 
 # Bounds that keep every number inside its column: a bigger one is a 400, never a 500.
 MAX_TOKENS = 1_000_000_000
 MAX_ATTEMPT = 1_000_000
+
+
+class JobTypeField(serializers.ChoiceField):
+    """A registered job type. The registry is read on every use, so the field knows a
+    type declared after it was built (a shared serializer instance is reused)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=(), **kwargs)
+
+    @property  # type: ignore[override]
+    def choices(self) -> dict[str, str]:
+        return dict(job_types.choices())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass  # the registry's
+
+    @property
+    def grouped_choices(self) -> dict[str, str]:  # type: ignore[override]
+        return self.choices
+
+    @property
+    def choice_strings_to_values(self) -> dict[str, str]:  # type: ignore[override]
+        return {name: name for name in job_types.names()}
 
 
 @extend_schema_field(OpenApiTypes.INT)
@@ -75,9 +100,7 @@ def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:
 
 
 class PollSerializer(serializers.Serializer):
-    capabilities = serializers.ListField(
-        child=serializers.ChoiceField(choices=JobType.choices), allow_empty=False, max_length=len(JobType.values) * 2
-    )
+    capabilities = serializers.ListField(child=JobTypeField(), allow_empty=False, max_length=len(job_types.names()) * 2)
     limit = serializers.IntegerField(min_value=1, default=10, help_text="At most 50; a larger limit is clamped")
 
 

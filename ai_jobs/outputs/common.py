@@ -1,0 +1,42 @@
+"""What every kind of output is stored with: fresh ids in output order, the
+job's user, job and target, and the knowledge points the model named that really
+are the user's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ai_jobs.models import AiRuntimeJob, AiRuntimeResult
+from config.ids import new_id
+from learning.models import KnowledgePoint
+
+
+def ordered_ids(prefix: str, count: int) -> list[str]:
+    """``count`` fresh ids, the largest first: the rows of one result share their
+    ``created_at``, and the lists' ``-created_at, -id`` order then shows them in the
+    order of the output."""
+    return sorted((new_id(prefix) for _ in range(count)), reverse=True)
+
+
+def base_fields(job: AiRuntimeJob, result: AiRuntimeResult) -> dict[str, Any]:
+    return {
+        "user_id": job.user_id,
+        "job_id": job.id,
+        "target_type": job.target_type,
+        "target_id": job.target_id,
+        "created_at": result.created_at,
+    }
+
+
+def own_points(job: AiRuntimeJob, ids: Iterable[str | None]) -> set[str]:
+    """Which of ``ids`` are the job's user's knowledge points (one query, or none)."""
+    wanted = {point_id for point_id in ids if point_id}
+    if not wanted:
+        return set()
+    return set(KnowledgePoint.objects.filter(user_id=job.user_id, id__in=wanted).values_list("id", flat=True))
+
+
+def point(entry: dict[str, Any], own: set[str]) -> str | None:
+    point_id = entry.get("knowledgePointId")
+    return point_id if point_id in own else None
