@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from ai_jobs.models import AiRuntimeJob
+from ai_jobs.services import creation
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage, UserAiSettings, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
@@ -108,6 +109,24 @@ def test_the_same_idempotency_key_answers_the_existing_job_with_200(learner):
     assert again.json()["jobId"] == first.json()["jobId"]
     assert learner.job(idempotencyKey="client-uuid-2").json()["jobId"] != first.json()["jobId"]
     assert UserAiUsage.objects.get(user=learner.user).job_count == 2
+
+
+def test_an_identical_request_whose_twin_commits_between_its_idempotency_and_quota_checks_answers_the_twin(
+    learner, monkeypatch
+):
+    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=1)
+    twin = learner.job(idempotencyKey="last-one").json()["jobId"]  # the twin's job takes the day's last slot
+    real = creation._existing
+    looks = []
+
+    def not_committed_yet_at_step_5(**lookup):
+        looks.append(lookup["key"])
+        return None if len(looks) == 1 else real(**lookup)
+
+    monkeypatch.setattr(creation, "_existing", not_committed_yet_at_step_5)
+    again = learner.job(idempotencyKey="last-one")
+    assert again.status_code == 200 and again.json()["jobId"] == twin
+    assert UserAiUsage.objects.get(user=learner.user).job_count == 1 and len(looks) == 2
 
 
 def test_a_user_key_job_needs_a_credential_of_the_users_own(learner):

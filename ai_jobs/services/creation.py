@@ -87,12 +87,12 @@ def job_submit(
             raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, f"Credential {credential_id} not found")
     else:
         credential_id = None
-    # 7. the user's day: job count and token budget for this key mode
-    day = quotas.local_date(ai_settings=ai_settings)
-    quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
-    # 8. the platform key: breaker and the platform's budgets
-    breaker_state = _platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
     try:
+        # 7. the user's day: job count and token budget for this key mode
+        day = quotas.local_date(ai_settings=ai_settings)
+        quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
+        # 8. the platform key: breaker and the platform's budgets
+        breaker_state = _platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
         with transaction.atomic():
             # 9. the snapshot of the learner's data (inside, so a refusal leaves none behind)
             snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
@@ -116,8 +116,8 @@ def job_submit(
             )
     except (IntegrityError, DomainError):
         # A concurrent identical request won the idempotency key (or took the last of
-        # the day's jobs, or of the half-open breaker's): this one counted nothing and
-        # answers that request's job, as if it had come second.
+        # the day's jobs, or of the half-open breaker's, even between step 5 and step 7):
+        # this one counted nothing and answers that request's job, as if it had come second.
         found = _existing(
             user=user, job_type=job_type, target_type=target_type, target_id=target_id, key=idempotency_key
         )
