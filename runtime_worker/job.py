@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from ai_jobs import output_schemas
 from config.errors import RuntimeErrorCode
-from runtime_worker import prompts
+from runtime_worker import invocation_logs, prompts
 from runtime_worker.api import ApiError, ApiUnavailable, Credential, InternalApi, Job
 from runtime_worker.backoff import Backoff
 from runtime_worker.config import RuntimeConfig
@@ -117,7 +117,7 @@ class JobRun:
             self.log.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
         finally:
             self.settled = True
-            self._send_invocation_logs()
+            invocation_logs.send(self.api, self.job, self.calls, log=self.log)
             self.runtime.job_finished(self, outcome)
 
     def checkpoint(self, *, holding_answer: bool = False) -> None:
@@ -371,38 +371,6 @@ class JobRun:
             return "abandoned"
         self.log.info("job %s (%s): %s → %s: %s", job.job_id, job.job_type, code.code, answer.get("status"), message)
         return f"failed:{code.code}"
-
-    def _send_invocation_logs(self) -> None:
-        if not self.calls:
-            return
-        logs = [self._log_entry(call) for call in self.calls]
-        for attempt in range(3):
-            try:
-                self.api.invocation_logs(self.job.job_id, logs)
-                return
-            except ApiUnavailable:
-                time.sleep(0.2 * 2**attempt)
-            except ApiError as error:
-                self.log.warning("job %s: invocation logs refused: %s", self.job.job_id, error)
-                return
-        self.log.warning("job %s: invocation logs not delivered", self.job.job_id)
-
-    def _log_entry(self, call: ModelCall) -> dict[str, Any]:
-        usage = call.usage or Usage()
-        return {
-            "attemptNo": self.job.attempt_no,
-            "provider": self.job.model_provider,
-            "modelName": call.model_name,
-            "requestId": call.request_id or f"{self.job.job_id}-{self.job.attempt_no}-{id(call)}",
-            "startedAt": call.started_at.isoformat(),
-            "latencyMs": call.latency_ms,
-            "httpStatus": call.http_status,
-            "promptTokens": usage.prompt_tokens,
-            "completionTokens": usage.completion_tokens,
-            "totalTokens": usage.total_tokens,
-            "costCents": str(cost_cents(call.model_name, usage)),
-            "errorCode": call.error_code,
-        }
 
 
 def _now() -> dt.datetime:

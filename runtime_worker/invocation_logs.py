@@ -1,0 +1,50 @@
+"""An attempt's invocation logs: one per model call it made, sent once the attempt
+ends (contract §3 ``invocation-logs``), a few times while the API is unreachable."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from runtime_worker.api import ApiError, ApiUnavailable, InternalApi, Job
+from runtime_worker.model import ModelCall
+from runtime_worker.pricing import Usage, cost_cents
+
+logger = logging.getLogger("runtime_worker")
+
+
+def entry(job: Job, call: ModelCall) -> dict[str, Any]:
+    usage = call.usage or Usage()
+    return {
+        "attemptNo": job.attempt_no,
+        "provider": job.model_provider,
+        "modelName": call.model_name,
+        "requestId": call.request_id or f"{job.job_id}-{job.attempt_no}-{id(call)}",
+        "startedAt": call.started_at.isoformat(),
+        "latencyMs": call.latency_ms,
+        "httpStatus": call.http_status,
+        "promptTokens": usage.prompt_tokens,
+        "completionTokens": usage.completion_tokens,
+        "totalTokens": usage.total_tokens,
+        "costCents": str(cost_cents(call.model_name, usage)),
+        "errorCode": call.error_code,
+    }
+
+
+def send(
+    api: InternalApi, job: Job, calls: list[ModelCall], *, log: logging.Logger | logging.LoggerAdapter[Any] = logger
+) -> None:
+    if not calls:
+        return
+    logs = [entry(job, call) for call in calls]
+    for attempt in range(3):
+        try:
+            api.invocation_logs(job.job_id, logs)
+            return
+        except ApiUnavailable:
+            time.sleep(0.2 * 2**attempt)
+        except ApiError as error:
+            log.warning("job %s: invocation logs refused: %s", job.job_id, error)
+            return
+    log.warning("job %s: invocation logs not delivered", job.job_id)
