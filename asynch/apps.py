@@ -12,21 +12,8 @@ class AsynchConfig(AppConfig):
         from asynch.models import AsynchModel, AsynchTask
         from config import keyring
 
-        keyring.register_column(
-            keyring.TextColumn(
-                name="model configs' apiKey headers",
-                noun="model config",
-                model=AsynchModel,
-                field="api_key_encrypted",
-                context=CONTEXT,
-            )
-        )
-        keyring.register_column(
-            keyring.TextColumn(
-                name="tasks' forwarded headers",
-                noun="task",
-                model=AsynchTask,
-                field="forward_headers_encrypted",
-                context=CONTEXT,
-            )
-        )
+        for name, noun, model, field in (
+            ("model configs' apiKey headers", "model config", AsynchModel, "api_key_encrypted"),
+            ("tasks' forwarded headers", "task", AsynchTask, "forward_headers_encrypted"),
+        ):
+            keyring.register_column(keyring.TextColumn(name=name, noun=noun, model=model, field=field, context=CONTEXT))

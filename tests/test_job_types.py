@@ -16,10 +16,10 @@ import pytest
 
 from ai_jobs import job_types
 from ai_jobs.job_types import registry
-from ai_jobs.job_types.common import plural
+from ai_jobs.job_types.common import counted
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult, NextActionRecommendation, TargetType
 from ai_jobs.outputs import RECOMMENDATIONS
-from ai_jobs.outputs.common import base_fields, ordered_ids
+from ai_jobs.outputs.analyses import store_recommendations
 from runtime_worker import prompts
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.user_api_support import Learner
@@ -70,27 +70,19 @@ $params_json
 
 
 def store_sessions(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
-    """Each session becomes a review recommendation, its day the priority."""
-    sessions = output["sessions"]
-    ids = ordered_ids("rcm", len(sessions))
-    NextActionRecommendation.objects.bulk_create(
-        NextActionRecommendation(
-            **base_fields(job, result),
-            id=ids[position],
-            position=position,
-            action_type="review",
-            title=session["title"],
-            description=f"Day {session['day']}",
-            priority=session["day"],
-            estimated_minutes=session["minutes"],
-        )
-        for position, session in enumerate(sessions)
-    )
-
-
-def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
-    count = NextActionRecommendation.objects.filter(job_id=job.id).count()
-    return f"{plural(count, 'review session')} planned.", {"sessions": count}
+    """Each session becomes a review recommendation, its day the priority: the
+    recommendations' own store, given the sessions in their shape."""
+    recommendations = [
+        {
+            "actionType": "review",
+            "title": session["title"],
+            "description": f"Day {session['day']}",
+            "priority": session["day"],
+            "estimatedMinutes": session["minutes"],
+        }
+        for session in output["sessions"]
+    ]
+    store_recommendations(job, {"recommendations": recommendations}, result)
 
 
 def declaration(schema_dir: Path) -> job_types.JobType:
@@ -102,7 +94,7 @@ def declaration(schema_dir: Path) -> job_types.JobType:
         store=store_sessions,
         outputs=(NextActionRecommendation,),
         lists=(RECOMMENDATIONS,),
-        notice=notice,
+        notice=counted(NextActionRecommendation, "review session", "{} planned.", "sessions"),
         schema_dir=schema_dir,
     )
 

@@ -1,11 +1,12 @@
-"""What several job types' declarations share: their targets and their notices' wording."""
+"""What several job types' declarations share: their targets and their notices."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Model
 
+from ai_jobs.job_types.registry import Notice
 from ai_jobs.models import AiRuntimeJob, CandidateStatus, FlashcardCandidate, QuizQuestionCandidate, TargetType
 
 # An analysis looks at the user, one of their materials, knowledge points or knowledge bases.
@@ -25,16 +26,31 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def published_notice(
-    job: AiRuntimeJob, *, candidates: type[QuizQuestionCandidate] | type[FlashcardCandidate], noun: str
-) -> tuple[str, dict[str, Any]]:
-    """``"2 new questions published, 1 duplicate skipped."``, with the two counts."""
-    counts = dict(candidates.objects.filter(job_id=job.id).values_list("status").annotate(n=Count("id")))
-    data = {
-        "published": counts.get(CandidateStatus.PUBLISHED, 0),
-        "duplicates": counts.get(CandidateStatus.DUPLICATE, 0),
-    }
-    message = f"{plural(data['published'], 'new ' + noun)} published"
-    if data["duplicates"]:
-        message += f", {plural(data['duplicates'], 'duplicate')} skipped"
-    return message + ".", data
+def counted(model: type[Model], noun: str, sentence: str, key: str) -> Notice:
+    """A notice that counts the job's rows of ``model``: ``counted(WeakPointCandidate,
+    "weak point", "{} found.", "weakPoints")`` says "3 weak points found." with
+    ``{"weakPoints": 3}``."""
+
+    def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
+        count = model._default_manager.filter(job_id=job.id).count()
+        return sentence.format(plural(count, noun)), {key: count}
+
+    return notice
+
+
+def published(candidates: type[QuizQuestionCandidate] | type[FlashcardCandidate], noun: str) -> Notice:
+    """A notice of what a generation published: "2 new questions published, 1
+    duplicate skipped." with the two counts."""
+
+    def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
+        counts = dict(candidates.objects.filter(job_id=job.id).values_list("status").annotate(n=Count("id")))
+        data = {
+            "published": counts.get(CandidateStatus.PUBLISHED, 0),
+            "duplicates": counts.get(CandidateStatus.DUPLICATE, 0),
+        }
+        message = f"{plural(data['published'], 'new ' + noun)} published"
+        if data["duplicates"]:
+            message += f", {plural(data['duplicates'], 'duplicate')} skipped"
+        return message + ".", data
+
+    return notice

@@ -1,20 +1,11 @@
 """``quiz_generation``: quiz questions for a knowledge base, ``questionCount`` of them
 (1 to 50, default 10), stored as candidates and published once per knowledge base."""
 
-from __future__ import annotations
-
-from typing import Any
-
 from ai_jobs import outputs
-from ai_jobs.job_types.common import KNOWLEDGE_BASE, published_notice
+from ai_jobs.job_types.common import KNOWLEDGE_BASE, published
 from ai_jobs.job_types.registry import CountParam, JobType
-from ai_jobs.models import AiRuntimeJob, QuizQuestion, QuizQuestionCandidate
+from ai_jobs.models import QuizQuestion, QuizQuestionCandidate
 from ai_jobs.outputs.publishing import store_quiz
-
-
-def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
-    return published_notice(job, candidates=QuizQuestionCandidate, noun="question")
-
 
 JOB_TYPE = JobType(
     name="quiz_generation",
@@ -24,5 +15,5 @@ JOB_TYPE = JobType(
     store=store_quiz,
     outputs=(QuizQuestionCandidate, QuizQuestion),
     lists=(outputs.QUIZZES,),
-    notice=notice,
+    notice=published(QuizQuestionCandidate, "question"),
 )

@@ -41,6 +41,20 @@ def _knowledge_point() -> models.ForeignKey:
     )
 
 
+def _knowledge_base(*, published: bool) -> models.ForeignKey:
+    # A published question or card goes with its knowledge base; a candidate outlives it
+    # (its status says what became of it).
+    if published:
+        return models.ForeignKey("learning.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
+    return models.ForeignKey(
+        "learning.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+
+def _position() -> models.PositiveIntegerField:
+    return models.PositiveIntegerField(help_text="Index in the output")
+
+
 def list_indexes(prefix: str) -> list[models.Index]:
     """The user API's reads: the user's newest first, optionally of one target."""
     return [
@@ -127,7 +141,7 @@ class WeakPointCandidate(JobLinked):
     """``weak_point_analysis``: one per entry of ``weakPoints``."""
 
     id = prefixed_id("weak")
-    position = models.PositiveIntegerField(help_text="Index in the output")
+    position = _position()
     knowledge_point = _knowledge_point()
     title = models.CharField(max_length=200)
     reason = models.TextField(blank=True, default="")
@@ -149,7 +163,7 @@ class NextActionRecommendation(JobLinked):
     are kept only when they name the user or one of the user's objects."""
 
     id = prefixed_id("rcm")
-    position = models.PositiveIntegerField(help_text="Index in the output")
+    position = _position()
     action_type = models.CharField(max_length=16, choices=ActionType.choices)
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
@@ -170,7 +184,7 @@ class QuizQuestion(JobLinked):
     """A published question of a knowledge base; ``job`` is the job that published it."""
 
     id = prefixed_id("qq")
-    knowledge_base = models.ForeignKey("learning.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
+    knowledge_base = _knowledge_base(published=True)
     knowledge_point = _knowledge_point()
     question_type = models.CharField(max_length=16, choices=QuestionType.choices)
     stem = models.TextField()
@@ -194,10 +208,8 @@ class QuizQuestionCandidate(JobLinked):
     """``quiz_generation``: one per entry of ``questions``, with what became of it."""
 
     id = prefixed_id("qqc")
-    position = models.PositiveIntegerField(help_text="Index in the output")
-    knowledge_base = models.ForeignKey(
-        "learning.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    position = _position()
+    knowledge_base = _knowledge_base(published=False)
     knowledge_point = _knowledge_point()
     question_type = models.CharField(max_length=16, choices=QuestionType.choices)
     stem = models.TextField()
@@ -228,7 +240,7 @@ class Flashcard(JobLinked):
     """A published flashcard of a knowledge base; ``job`` is the job that published it."""
 
     id = prefixed_id("fc")
-    knowledge_base = models.ForeignKey("learning.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
+    knowledge_base = _knowledge_base(published=True)
     knowledge_point = _knowledge_point()
     front = models.TextField()
     normalized_front = models.TextField(help_text="ai_jobs.outputs.normalize_text(front)")
@@ -250,10 +262,8 @@ class FlashcardCandidate(JobLinked):
     """``flashcard_generation``: one per entry of ``flashcards``, with what became of it."""
 
     id = prefixed_id("fcc")
-    position = models.PositiveIntegerField(help_text="Index in the output")
-    knowledge_base = models.ForeignKey(
-        "learning.KnowledgeBase", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    position = _position()
+    knowledge_base = _knowledge_base(published=False)
     knowledge_point = _knowledge_point()
     front = models.TextField()
     normalized_front = models.TextField()

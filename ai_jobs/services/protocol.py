@@ -131,25 +131,17 @@ def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
     if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
         if not settings.PLATFORM_DEEPSEEK_API_KEY:
             raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, "No platform model key is configured")
-        return ResolvedCredential(
-            api_key_mode=job.api_key_mode,
-            provider=job.model_provider,
-            base_url=settings.DEEPSEEK_BASE_URL,
-            model_name=job.model_name,
-            api_key=settings.PLATFORM_DEEPSEEK_API_KEY,
-        )
-    if not job.credential_id:
-        raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "The job uses a user key but names no credential")
-    # The credentials app decrypts the user's key: CREDENTIAL_NOT_FOUND when missing,
-    # deleted or another user's; CREDENTIAL_RESOLVE_FAILED (never a wrong key) when it
-    # does not decrypt.
-    user_key = credential_resolve(user_id=job.user_id, credential_id=job.credential_id)
+        provider, base_url, api_key = job.model_provider, settings.DEEPSEEK_BASE_URL, settings.PLATFORM_DEEPSEEK_API_KEY
+    else:
+        if not job.credential_id:
+            raise DomainError(ErrorCode.CREDENTIAL_REQUIRED, "The job uses a user key but names no credential")
+        # The credentials app decrypts the user's key: CREDENTIAL_NOT_FOUND when missing,
+        # deleted or another user's; CREDENTIAL_RESOLVE_FAILED (never a wrong key) when it
+        # does not decrypt.
+        user_key = credential_resolve(user_id=job.user_id, credential_id=job.credential_id)
+        provider, base_url, api_key = user_key.provider, user_key.base_url, user_key.api_key
     return ResolvedCredential(
-        api_key_mode=job.api_key_mode,
-        provider=user_key.provider,
-        base_url=user_key.base_url,
-        model_name=job.model_name,
-        api_key=user_key.api_key,
+        api_key_mode=job.api_key_mode, provider=provider, base_url=base_url, model_name=job.model_name, api_key=api_key
     )
 
 
