@@ -4,19 +4,25 @@ and the one DRF exception handler that renders the contract's error body:
     {"error": {"code": "JOB_NOT_FOUND", "message": "...", "retryable": false}}
 
 Services raise ``DomainError(ErrorCode.X, "message")``; no view builds an error body.
+A backing service that cannot be reached (the database, Redis) is ``503
+SERVICE_UNAVAILABLE`` with ``Retry-After`` on every endpoint (contract §1): DRF views
+through ``exception_handler``, everything else (admin, middleware) through ``handler500``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import sys
 from enum import Enum
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import DataError
+from django.db import DataError, InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -35,6 +41,8 @@ class ErrorCode(Enum):
     METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", 405, False)
     UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", 415, False)
     RATE_LIMITED = ("RATE_LIMITED", 429, True)
+    # The database or Redis cannot be reached: retry after Retry-After seconds.
+    SERVICE_UNAVAILABLE = ("SERVICE_UNAVAILABLE", 503, True)
 
     # Seed 002 §1.1: internal API (runtime <-> API)
     JOB_NOT_FOUND = ("JOB_NOT_FOUND", 404, False)
@@ -160,10 +168,48 @@ _DRF_CODES: list[tuple[type[exceptions.APIException], ErrorCode]] = [
 ]
 
 
+# What a backing service that is down raises: psycopg's and sqlite's connection and
+# server errors reach us as Django's OperationalError / InterfaceError; redis-py
+# (also under Django's Redis cache) raises its own. None of them says anything
+# about the request, so the answer is "try again", never a 500.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+
+def is_outage(exc: BaseException | None) -> bool:
+    return isinstance(exc, OUTAGE_ERRORS)
+
+
+def _drop_broken_connections() -> None:
+    """Close every database connection that failed, so the next request reconnects
+    instead of reusing a dead socket (``CONN_MAX_AGE``). Redis clients drop theirs."""
+    for conn in connections.all(initialized_only=True):
+        if conn.errors_occurred and not conn.in_atomic_block:
+            with contextlib.suppress(Exception):  # closing a dead connection may fail; it is dropped all the same
+                conn.close_if_unusable_or_obsolete()
+
+
+def service_unavailable_body(exc: BaseException) -> dict[str, Any]:
+    what = "database" if isinstance(exc, OperationalError | InterfaceError) else "cache (Redis)"
+    logger.warning("Service unavailable, the %s cannot be reached: %s: %s", what, type(exc).__name__, exc)
+    _drop_broken_connections()
+    return error_body(ErrorCode.SERVICE_UNAVAILABLE, f"The service is unavailable ({what}); retry shortly.")
+
+
+def retry_after_header() -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(settings.SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS)))}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape."""
     if isinstance(exc, DomainError):
         return Response(exc.body(), status=exc.code.http_status)
+    if is_outage(exc):
+        return Response(service_unavailable_body(exc), status=503, headers=retry_after_header())
     if isinstance(exc, DataError):
         # A value the database refuses (out of range, bad text) that validation let through.
         logger.warning("Database refused a value in %s: %s", type(context.get("view")).__name__, exc)
@@ -209,5 +255,10 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def json_server_error(request: HttpRequest) -> JsonResponse:
-    """handler500: the contract's body even when Django itself fails."""
+    """handler500: the contract's body even when Django itself fails. Django calls it
+    while handling the exception, so an outage raised outside DRF (the admin, a
+    middleware's session or user lookup) is still a 503."""
+    exc = sys.exc_info()[1]
+    if is_outage(exc):
+        return JsonResponse(service_unavailable_body(exc), status=503, headers=retry_after_header())
     return JsonResponse(error_body(ErrorCode.INTERNAL_ERROR, "Internal server error"), status=500)

@@ -89,14 +89,36 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    # A persistent connection is checked before each request reuses it, so one the
+    # database dropped (a restart, a failover) is replaced, never served as an error.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A database host that does not answer fails a connection in seconds (503), not
+    # after the kernel's minutes of TCP retries.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DB_CONNECT_TIMEOUT_SECONDS", default=5)
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Covering indexes (INCLUDE) are PostgreSQL's; SQLite builds the same index without them.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# Every Redis client of the project (cache, throttles, semaphore) gives up on a Redis
+# that does not answer after this long: the request gets a 503, a worker retries.
+REDIS_TIMEOUT_SECONDS = env.float("REDIS_TIMEOUT_SECONDS", default=2.0)
+REDIS_CLIENT_OPTIONS = {
+    "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+    "socket_timeout": REDIS_TIMEOUT_SECONDS,
+    "socket_keepalive": True,
+    "health_check_interval": 30,
+}
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": dict(REDIS_CLIENT_OPTIONS),
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -141,6 +163,10 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "ai_jobs.models.JobStatus",
     },
 }
+
+# Contract §1: a backing service that is down answers 503 SERVICE_UNAVAILABLE with this
+# Retry-After (seconds).
+SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=1)
 
 # --- Celery -------------------------------------------------------------------
 # Without a broker server the embedded default passes messages through files,

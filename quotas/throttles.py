@@ -2,17 +2,24 @@
 
 One atomic ``incr`` per request: with ``REDIS_URL`` set the cache is Redis, so every
 web process shares the same counters; on the embedded default it is the process's
-own memory. The rate is read from settings on each request (``"300/min"``)."""
+own memory. The rate is read from settings on each request (``"300/min"``).
+
+A throttle fails open: while Redis cannot be reached, requests are counted in the
+process's memory, as on the embedded default (so each process holds the rate on its
+own), with one warning a minute at most; never a 500 for a counter."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
 from functools import cache as cache_once
 
 import redis
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import BaseCache, cache
+from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
@@ -41,27 +48,64 @@ def clock() -> float:
     return time.time()
 
 
+logger = logging.getLogger(__name__)
+
+WARN_EVERY_SECONDS = 60.0
+
+# The counters while Redis is unreachable: this process's memory.
+_fallback = LocMemCache("quotas-throttles-fallback", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
+_warning_lock = threading.Lock()
+_warned_at: float | None = None
+
+
 @cache_once
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, **settings.REDIS_CLIENT_OPTIONS)
+
+
 def _redis() -> redis.Redis | None:
     """A client of its own for the counters when ``REDIS_URL`` is set: one pipelined
     INCR + EXPIRE NX per request, where the cache API would take three round trips."""
-    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+    return _client(settings.REDIS_URL) if settings.REDIS_URL else None
+
+
+def _count_in(store: BaseCache, key: str, ttl: int) -> int:
+    store.add(key, 0, timeout=ttl)
+    try:
+        return store.incr(key)
+    except ValueError:  # the window's key expired between add and incr
+        store.add(key, 1, timeout=ttl)
+        return 1
+
+
+def _warn_unreachable(error: Exception) -> None:
+    global _warned_at
+    now = clock()
+    with _warning_lock:
+        if _warned_at is not None and now - _warned_at < WARN_EVERY_SECONDS:
+            return
+        _warned_at = now
+    logger.warning(
+        "Throttle counters: Redis unreachable (%s: %s); counting in this process until it is back "
+        "(this warning at most once a minute)",
+        type(error).__name__,
+        error,
+    )
 
 
 def _count(key: str, ttl: int) -> int:
     client = _redis()
-    if client is not None:
+    if client is None:
+        return _count_in(cache, key, ttl)
+    try:
         pipe = client.pipeline(transaction=False)
         pipe.incr(key)
         pipe.expire(key, ttl, nx=True)
         count, _ = pipe.execute()
         return int(count)
-    cache.add(key, 0, timeout=ttl)
-    try:
-        return cache.incr(key)
-    except ValueError:  # the window's key expired between add and incr
-        cache.add(key, 1, timeout=ttl)
-        return 1
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        _warn_unreachable(error)
+        return _count_in(_fallback, key, ttl)
 
 
 class FixedWindowThrottle(BaseThrottle):

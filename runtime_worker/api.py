@@ -16,11 +16,18 @@ from runtime_worker.redact import redact
 
 class ApiUnavailable(Exception):
     """The API could not answer: connection refused or reset, a timeout, a 5xx, or
-    a 429 throttle. Worth retrying; says nothing about the job."""
+    a 429 throttle. Worth retrying; says nothing about the job. ``status`` is the
+    HTTP status when there was one: 503 is the server saying its database or Redis
+    is down for now (contract §1), so the call is worth retrying until it is back."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.status = status
+
+    @property
+    def service_unavailable(self) -> bool:
+        return self.status == 503
 
 
 class ApiError(Exception):
@@ -133,6 +140,7 @@ class InternalApi:
             raise ApiUnavailable(
                 f"HTTP {response.status_code} from {path}",
                 retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+                status=response.status_code,
             )
         try:
             payload = response.json() if response.content else {}

@@ -1,5 +1,6 @@
 """An attempt's invocation logs: one per model call it made, sent once the attempt
-ends (contract §3 ``invocation-logs``), a few times while the API is unreachable."""
+ends (contract §3 ``invocation-logs``). They carry what every call cost (every call
+counts), so they are resent while the API is unreachable, as a result is."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from typing import Any
 
 from runtime_worker.api import ApiError, ApiUnavailable, InternalApi, Job
+from runtime_worker.backoff import Backoff
 from runtime_worker.model import ModelCall
 from runtime_worker.pricing import Usage, cost_cents
 
@@ -33,18 +35,31 @@ def entry(job: Job, call: ModelCall) -> dict[str, Any]:
 
 
 def send(
-    api: InternalApi, job: Job, calls: list[ModelCall], *, log: logging.Logger | logging.LoggerAdapter[Any] = logger
+    api: InternalApi,
+    job: Job,
+    calls: list[ModelCall],
+    *,
+    log: logging.Logger | logging.LoggerAdapter[Any] = logger,
+    until: float | None = None,
+    hard_stop_at: float | None = None,
 ) -> None:
+    """Send the logs, retrying while the API is unreachable until ``until`` (a
+    ``time.monotonic()``; once when None) or a shutdown's ``hard_stop_at``."""
     if not calls:
         return
     logs = [entry(job, call) for call in calls]
-    for attempt in range(3):
+    backoff = Backoff(first=0.2, most=5.0)
+    give_up = min(t for t in (until if until is not None else time.monotonic(), hard_stop_at) if t is not None)
+    while True:
         try:
             api.invocation_logs(job.job_id, logs)
             return
-        except ApiUnavailable:
-            time.sleep(0.2 * 2**attempt)
+        except ApiUnavailable as error:
+            delay = backoff.next(error.retry_after)
+            if time.monotonic() + delay > give_up:
+                log.warning("job %s: invocation logs not delivered (%s)", job.job_id, error)
+                return
+            time.sleep(delay)
         except ApiError as error:
             log.warning("job %s: invocation logs refused: %s", job.job_id, error)
             return
-    log.warning("job %s: invocation logs not delivered", job.job_id)

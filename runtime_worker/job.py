@@ -117,7 +117,14 @@ class JobRun:
             self.log.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
         finally:
             self.settled = True
-            invocation_logs.send(self.api, self.job, self.calls, log=self.log)
+            invocation_logs.send(
+                self.api,
+                self.job,
+                self.calls,
+                log=self.log,
+                until=time.monotonic() + self.runtime.config.submit_retry_seconds,
+                hard_stop_at=self.runtime.hard_stop_at,
+            )
             self.runtime.job_finished(self, outcome)
 
     def checkpoint(self, *, holding_answer: bool = False) -> None:
@@ -206,14 +213,17 @@ class JobRun:
 
     def _fetch(self, what: str, fn: Callable[[], T], *, attempts: int | None) -> T:
         """Call the API, retrying while it is unreachable (bounded by ``attempts``
-        and by the checkpoint); a lost lease abandons the job."""
+        and by the checkpoint); a lost lease abandons the job. A 503 does not use up
+        ``attempts``: the server says its database is down for now, not that the call
+        fails, so the job waits for it (up to its deadline) instead of failing."""
         backoff = Backoff()
         tries = 0
         while True:
-            tries += 1
             try:
                 return fn()
             except ApiUnavailable as error:
+                if not error.service_unavailable:
+                    tries += 1
                 if attempts is not None and tries >= attempts:
                     raise
                 self.log.debug("job %s: %s not fetched (%s); retrying", self.job.job_id, what, error)

@@ -17,6 +17,7 @@ import pytest
 from ai_jobs import output_schemas
 from runtime_worker import pricing, prompts, redact
 from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, InternalApi, Job
+from runtime_worker.backoff import Backoff
 from runtime_worker.config import RuntimeConfig
 from runtime_worker.job import JobRun
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
@@ -293,6 +294,108 @@ def test_the_api_client_tells_an_unreachable_api_from_a_definite_answer():
     assert "sk-abcdefgh12345" not in stub.seen[3][3]  # an error message leaves with keys masked
     with pytest.raises(ApiUnavailable):
         InternalApi(f"http://127.0.0.1:{free_port()}", "t", "rt").claim(["quiz_generation"], 1)
+
+
+class _DownThenUpApi(ThreadingHTTPServer):
+    """The internal API over HTTP whose database is down: each call answers the
+    contract's ``503 SERVICE_UNAVAILABLE`` (``Retry-After``) its first ``down[name]``
+    times, then answers as the server would."""
+
+    UNAVAILABLE = {"error": {"code": "SERVICE_UNAVAILABLE", "message": "database down", "retryable": True}}
+
+    def __init__(self, jobs: list[dict[str, Any]], snapshot: dict[str, Any], credential: dict[str, Any],
+                 down: dict[str, int]) -> None:  # fmt: skip
+        self.jobs, self.down = list(jobs), dict(down)
+        self.seen: dict[str, list[int]] = defaultdict(list)
+        self.bodies: dict[str, list[Any]] = defaultdict(list)
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                name = self.path.rstrip("/").rsplit("/", 1)[-1]
+                if stub.down.get(name, 0) > 0:
+                    stub.down[name] -= 1
+                    status, payload, headers = 503, stub.UNAVAILABLE, {"Retry-After": "0"}
+                else:
+                    status, payload, headers = 200, stub.answer(name, body), {}
+                stub.seen[name].append(status)
+                if status == 200:
+                    stub.bodies[name].append(body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer
+
+        self._answers = {"snapshot": snapshot, "credential": credential}
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def answer(self, name: str, body: Any) -> dict[str, Any]:
+        if name == "claim":
+            taken, self.jobs = self.jobs[: body["limit"]], self.jobs[body["limit"] :]
+            return {"jobs": taken}
+        if name == "heartbeat":
+            return {"lockUntil": 0, "cancelRequested": False}
+        if name == "result":
+            return {"status": "succeeded", "duplicate": False}
+        if name == "fail":
+            return {"status": "failed", "retryCount": 0}
+        if name == "invocation-logs":
+            return {"accepted": len(body["logs"])}
+        return self._answers[name]
+
+
+def test_every_call_of_the_runtime_takes_503_service_unavailable_as_try_again(standin, monkeypatch):
+    class QuickBackoff(Backoff):  # the runtime's own pacing, shortened for the test
+        def __init__(self, first: float = 0.01, most: float = 0.05) -> None:
+            super().__init__(first=0.01, most=0.05)
+
+    monkeypatch.setattr("runtime_worker.job.Backoff", QuickBackoff)
+    monkeypatch.setattr("runtime_worker.runner.Backoff", QuickBackoff)
+    monkeypatch.setattr("runtime_worker.invocation_logs.Backoff", QuickBackoff)
+    wire = {"jobType": "learning_state_analysis", "targetType": "knowledge_base", "targetId": "kb_1",
+            "attemptNo": 1, "timeoutSeconds": 30, "promptVersion": "v1", "outputSchemaVersion": "v1"}  # fmt: skip
+    api = _DownThenUpApi(
+        jobs=[{**wire, "jobId": "job_ok"}, {**wire, "jobId": "job_unsupported", "promptVersion": "v999"}],
+        snapshot={"schemaVersion": "v1", "targetType": "knowledge_base", "targetId": "kb_1", "data": SNAPSHOT_DATA},
+        credential={
+            "apiKeyMode": "platform_key",
+            "provider": "deepseek",
+            "baseUrl": standin.base_url,
+            "modelName": "deepseek-chat",
+            "apiKey": SECRET,
+        },
+        # more 503s for the snapshot than the 4 tries an unreachable API gets: a 503 is not a failure
+        down={"claim": 3, "snapshot": 6, "credential": 3, "result": 3, "fail": 3, "invocation-logs": 3},
+    )
+    config = RuntimeConfig(api_url=f"http://127.0.0.1:{api.server_address[1]}", token="t", instance_id="rt-503",
+                           heartbeat_seconds=0.05, poll_interval_ms=20, submit_retry_seconds=30)  # fmt: skip
+    runtime = Runtime(config)
+    runtime.start()
+    try:
+        wait_for(lambda: sum(runtime.stats.values()) == 2, timeout=30, what="both jobs")
+    finally:
+        runtime.stop(timeout=10)
+        api.shutdown()
+    assert runtime.stats == {"succeeded": 1, "failed:UNSUPPORTED_JOB_TYPE": 1}
+    for name in ("claim", "snapshot", "credential", "result", "fail", "invocation-logs"):
+        assert api.seen[name][: api.seen[name].index(200)] == [503] * {"claim": 3, "snapshot": 6}.get(name, 3), name
+    assert api.seen["result"].count(200) == 1 and api.seen["fail"].count(200) == 1
+    [failure] = api.bodies["fail"]
+    assert failure["errorCode"] == "UNSUPPORTED_JOB_TYPE"
+    assert len(api.bodies["invocation-logs"]) == 1  # the one model call's cost reached the server
 
 
 # --- a job against a scripted internal API -----------------------------------------------------
