@@ -1,15 +1,16 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
+from config.schema import SchemaView
 from ops import dashboard
 
 urlpatterns = [
     # The operators' dashboard (ops reads every app, so it sits above them), at its admin address.
     path("admin/ai_jobs/airuntimejob/dashboard/", dashboard.view, name="ai_jobs_dashboard"),
     path("admin/", admin.site.urls),
-    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema", SchemaView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("auth/token", TokenObtainPairView.as_view(), name="token"),
     path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
