@@ -183,9 +183,27 @@ if CELERY_BROKER_URL == "filesystem://":
     }
     for _folder in (_broker_dir, VAR_DIR / "celery-processed", VAR_DIR / "celery-control"):
         _folder.mkdir(parents=True, exist_ok=True)
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A Redis that stops answering (a partition, not a refused connection) is seen
+    # within seconds instead of hanging the worker on a dead socket.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "socket_connect_timeout": 5,
+        "socket_timeout": 10,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+    }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A broker outage is waited out, never a reason to exit (README: Production): the
+# worker and beat reconnect for as long as it takes, at startup too.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_HEARTBEAT = env.int("CELERY_BROKER_HEARTBEAT", default=30)  # AMQP: a silent broker is seen in ~60 s
+# A task running when the connection drops goes on: a drain holding model answers
+# stores them (the database is the truth; a redelivered message finds nothing to do).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -241,3 +241,30 @@ def wait_until(condition: Callable[[], Any], *, timeout: float, every: float = 0
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(every)
+
+
+def create_model(stack: Stack, tenant_key: str, base_url: str, **fields: Any) -> None:
+    """A model-asynch model config, through the API as a business service makes one."""
+    body = {"modelName": "model-service", "baseUrl": base_url, "route": "/call", "apiKey": "K:V",
+            "maxConcurrency": 2, "queueLimit": 0, "timeoutSeconds": 30, "retryTimes": 3,
+            "retryQueueMaxSeconds": 0, **fields}  # fmt: skip
+    answer = requests.post(f"{stack.url}/model/createModel", json=body, headers={"X-Api-Key": tenant_key}, timeout=30)
+    assert answer.status_code in (200, 201), answer.text
+
+
+def create_task(stack: Stack, tenant_key: str, n: int, session: requests.Session | None = None) -> requests.Response:
+    return (session or requests).post(
+        f"{stack.url}/task/createTask",
+        json={"modelName": "model-service", "requestPayload": {"n": n}},
+        headers={"X-Api-Key": tenant_key},
+        timeout=30,
+    )
+
+
+def create_job(stack: Stack, token: str, user_id: str, key: str, session: requests.Session | None = None):
+    return (session or requests).post(
+        f"{stack.url}/ai/jobs",
+        json={"jobType": "learning_state_analysis", "targetType": "user", "targetId": user_id, "idempotencyKey": key},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
