@@ -1,6 +1,15 @@
 """The OpenAPI schema and docs of contract §1."""
 
+import os
+import subprocess
+import sys
+import threading
+
 import pytest
+import requests
+
+from tests.fault_fixtures import free_port, port_open, stop_process
+from tests.fault_stack import ROOT, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -30,16 +39,6 @@ def test_the_schema_is_valid_openapi_without_a_single_warning(tmp_path):
 def test_concurrent_first_schema_requests_to_a_fresh_gunicorn_worker_all_succeed(tmp_path):
     """drf-spectacular's generator is not thread-safe: without the view's lock, eight
     threads of a cold worker asking at once get 500s (seen on every try here)."""
-    import os
-    import subprocess
-    import sys
-    import threading
-
-    import requests
-
-    from tests.fault_fixtures import free_port, port_open, stop_process
-    from tests.fault_stack import ROOT, wait_until
-
     port = free_port()
     env = {**os.environ, "VAR_DIR": str(tmp_path), "LOG_LEVEL": "CRITICAL"}
     server = subprocess.Popen(
