@@ -9,8 +9,10 @@ from celery import current_app
 from django.conf import settings
 
 from asynch.semaphore import flag_set
+from config.observability.logging import Throttled
 
 logger = logging.getLogger(__name__)
+_warn = Throttled(logger)
 
 KICK_KEY = "asynch:kick"
 WORK_TASK = "asynch.tasks.work"
@@ -27,5 +29,5 @@ def worker_kick() -> None:
         if not flag_set(KICK_KEY, ttl_seconds=timeout):
             return
         current_app.signature(WORK_TASK).delay()
-    except Exception:  # the broker is down: beat's poll picks the task up later
-        logger.warning("asynch: could not wake a worker", exc_info=True)
+    except Exception as error:  # Redis or the broker is down: beat's poll picks the task up later
+        _warn.warning("kick", "asynch: could not wake a worker (%s: %s); beat's poll will", type(error).__name__, error)

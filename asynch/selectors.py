@@ -6,7 +6,7 @@ import datetime as dt
 
 from django.db.models import Count, QuerySet
 
-from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
+from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
 from asynch.semaphore import get_semaphore, semaphore_key
 
 
@@ -29,6 +29,13 @@ def models_list() -> QuerySet[AsynchModel]:
 def task_get(*, tenant: Tenant, task_id: str) -> AsynchTask | None:
     """The tenant's task; another tenant's task is as missing as an unknown one."""
     return AsynchTask.objects.filter(id=task_id, tenant=tenant).defer("request_payload").first()
+
+
+def task_succeeded_with(*, task_id: str, attempt_no: int, oss_file: str) -> bool:
+    """Did this attempt's success commit with this file? (A retried UPDATE after a
+    lost connection finds the row already moved.)"""
+    rows = AsynchTask.objects.filter(id=task_id, attempt_no=attempt_no, oss_file=oss_file)
+    return rows.filter(state__in=(TaskState.SUCCEEDED, TaskState.DOWNLOADED)).exists()
 
 
 def stats_list(

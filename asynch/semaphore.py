@@ -82,7 +82,9 @@ class RedisSemaphore:
     def __init__(self, url: str) -> None:
         import redis
 
-        self.client = redis.Redis.from_url(url)
+        # Bounded waits: a Redis that does not answer fails the claim in seconds
+        # (no slot, no call), never hangs a drain.
+        self.client = redis.Redis.from_url(url, **settings.REDIS_CLIENT_OPTIONS)
         self._renew = self.client.register_script(_RENEW)
         self._acquire_many = self.client.register_script(_ACQUIRE_MANY)
         self._holders = self.client.register_script(_HOLDERS)

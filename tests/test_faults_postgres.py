@@ -1,11 +1,14 @@
 """PostgreSQL stopped for 5 s under load (issue 9), from outside: gunicorn, two
 Celery workers, beat and two runtimes on a private cluster. Every API answers 503
 SERVICE_UNAVAILABLE with Retry-After while the database is down (never a 500),
-serves again within 2 s of it being back, and every job accepted before, during or
-after the outage ends succeeded with exactly one result; nothing is restarted."""
+serves again within 2 s of it being back, every job accepted before, during or after
+the outage ends succeeded with exactly one result, and every model-asynch task
+succeeded with one model call (an answer that came while the database was down is
+stored once it is back); nothing is restarted."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections import Counter
@@ -16,10 +19,14 @@ import pytest
 import requests
 
 from runtime_worker.standin import StandinServer
+from tests.asynch_fixtures import model_server_fixture
 from tests.fault_fixtures import PrivatePostgres, PrivateRedis
-from tests.fault_stack import RUNTIME_TOKEN, Load, Stack, wait_until
+from tests.fault_stack import RUNTIME_TOKEN, Load, Stack, create_model, create_task, wait_until
 
 pytestmark = pytest.mark.slow
+
+model_server = model_server_fixture
+MAX_CONCURRENCY = 3
 
 OUTAGE_SECONDS = 5.0
 
@@ -59,7 +66,7 @@ def _admin_session(url: str) -> requests.Session:
     return session
 
 
-def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_job(stack):
+def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_job(stack, model_server):
     stack, postgres = stack
     learners = stack.seed_users(3)
     tenant_key = stack.tenant_key("biz")
@@ -71,6 +78,14 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     stack.start_runtime("rt2")
     stack.wait_ready()
     pids = stack.pids()
+    answered_at: list[float] = []  # when the model service answered each call
+
+    def model(call, index):
+        answered_at.append(time.monotonic() + 1.2)
+        return 200, {"n": call.json["n"]}, 1.2
+
+    model_server.behaviour = model
+    create_model(stack, tenant_key, model_server.url, maxConcurrency=MAX_CONCURRENCY)
 
     accepted: list[str] = []
 
@@ -91,7 +106,17 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
 
         return create
 
+    tasks: list[str] = []
+    numbers = itertools.count()
+
+    def make_task(session: requests.Session, url: str) -> requests.Response:
+        answer = create_task(stack, tenant_key, next(numbers), session)
+        if answer.status_code == 201:
+            tasks.append(answer.json()["taskId"])
+        return answer
+
     load = Load(stack.url)
+    load.add("create task", make_task, pause=0.5)
     for token, user_id in learners:
         load.add("create job", creator(token, user_id), pause=0.25)
     user = {"Authorization": f"Bearer {learners[0][0]}"}
@@ -108,7 +133,7 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     load.add("admin", lambda s, url: s.get(f"{url}/admin/ai_jobs/airuntimejob/", timeout=30),
              session=_admin_session(stack.url), pause=0.2)  # fmt: skip
     load.add("schema", lambda s, url: s.get(f"{url}/api/schema", timeout=30), pause=0.5)
-    db_backed = {"create job", "profile", "jobs", "learning", "token", "internal", "asynch", "admin"}
+    db_backed = {"create job", "create task", "profile", "jobs", "learning", "token", "internal", "asynch", "admin"}
 
     time.sleep(3)
     down_at = time.monotonic()
@@ -158,10 +183,17 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     assert set(accepted) <= set(jobs) and set(jobs.values()) == {"succeeded"}, Counter(jobs.values())
     results = Counter(job_id for (job_id,) in stack.sql("SELECT job_id FROM ai_runtime_result"))
     assert set(results) == set(jobs) and set(results.values()) == {1}
+    wait_until(lambda: stack.sql("SELECT count(*) FROM asynch_task WHERE state <> 2") == [(0,)], timeout=60,
+               what="every model-asynch task to succeed")  # fmt: skip
+    assert set(tasks) == {task_id for (task_id,) in stack.sql("SELECT id FROM asynch_task")}
+    assert [t for t in answered_at if stopped_at < t < restart_at]  # answers came while the database was down
+    calls = Counter(call.json["n"] for call in model_server.calls)
+    assert len(calls) == len(tasks) and set(calls.values()) == {1}  # each called once
+    assert model_server.max_in_flight <= MAX_CONCURRENCY
     assert stack.exited() == {} and stack.pids() == pids  # nothing restarted
     print(
         f"\nPostgreSQL down {restart_at - stopped_at:.1f} s: {len(answers)} answers, {len(unavailable)} x 503, "
         f"0 x 500 (of {sum(served.values())} served); first answer after the database was back, per API: "
         f"{ {what: round(seconds, 2) for what, seconds in sorted(recovery.items())} }; "
-        f"{len(jobs)} jobs, all succeeded with one result each"
+        f"{len(jobs)} jobs, all succeeded with one result each; {len(tasks)} model-asynch tasks, each called once"
     )

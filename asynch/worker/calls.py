@@ -1,6 +1,11 @@
 """Calling one model service for one claimed task, and storing what it answers
 (seed 003 §1.2): the payload as JSON (GET: as query parameters), the config's headers
-and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in."""
+and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in.
+
+An answer in hand is never thrown away for our own bookkeeping (DESIGN rule 8): a slot
+that cannot be released (Redis down) lapses with its lease, and storing the answer
+and the task's outcome is retried while the database or Redis is unreachable, so the
+model is never called twice for one task because a dependency blinked."""
 
 from __future__ import annotations
 
@@ -10,25 +15,30 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import requests
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from asynch import crypto, transitions
+from asynch import crypto, selectors, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchTask
 from asynch.semaphore import get_semaphore
 from asynch.services import model_api_key, stat_count_call
 from asynch.storage import ResultFile, StorageError, get_storage
+from config.errors import OUTAGE_ERRORS
 from config.observability.context import bound
+from config.observability.logging import Throttled
 from config.observability.metrics import ASYNCH_CALLS
 
 logger = logging.getLogger(__name__)
+_warn = Throttled(logger)
 
 _local = threading.local()
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,30 @@ def _drop_broken_connection() -> None:
         close_old_connections()
 
 
+def _settled(what: str, task: AsynchTask, step: Callable[[], T]) -> T:
+    """Run a step that must happen once the model has answered (store the answer,
+    record the outcome), again and again while the database or Redis cannot be
+    reached: the drain keeps the task's lease meanwhile, and the step's own
+    conditional transition says whether the attempt is still ours. Gives up only
+    past ``ASYNCH_TASK_TIMEOUT_SECONDS``, when the cleaner fails the task anyway."""
+    give_up = time.monotonic() + settings.ASYNCH_TASK_TIMEOUT_SECONDS
+    pause = 0.1
+    while True:
+        try:
+            return step()
+        except OUTAGE_ERRORS as error:
+            if time.monotonic() + pause > give_up:
+                raise
+            _warn.warning(
+                "settle",
+                "asynch: %s of task %s waits for the database or Redis (%s: %s); retrying",
+                what, task.id, type(error).__name__, error,
+            )  # fmt: skip
+            _drop_broken_connection()
+            time.sleep(pause)
+            pause = min(2.0, pause * 2)
+
+
 def task_execute(claimed: Claimed) -> str:
     """Call the model for one claimed task and store what it answers. Returns the
     outcome: ``succeeded``, ``failed`` or ``lost`` (the attempt was taken away)."""
@@ -118,13 +152,27 @@ def task_execute(claimed: Claimed) -> str:
 
     def release_slot() -> None:
         nonlocal released
-        if not released:
-            released = True
+        if released:
+            return
+        released = True
+        try:
             get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
+        except Exception as error:  # Redis down: the slot lapses with its lease, and counts until then
+            _warn.warning(
+                "release",
+                "asynch: a slot was not released (%s: %s); it lapses with its lease",
+                type(error).__name__, error,
+            )  # fmt: skip
 
     try:
         with bound(taskId=task.id):
             return _execute(task, call, release_slot, claimed.counted)
+    except OUTAGE_ERRORS as error:
+        # Before the call (its count on SQLite): nothing was called, the lease lapses
+        # and the cleaner queues the task again.
+        _warn.warning("before", "asynch: task %s not called (%s: %s)", task.id, type(error).__name__, error)
+        _drop_broken_connection()
+        return "lost"
     except Exception as error:  # a bug must not leave the task running until its lease lapses
         logger.exception("asynch: task %s failed unexpectedly", task.id)
         _drop_broken_connection()
@@ -166,17 +214,14 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     finally:
         release_slot()  # the slot bounds model calls; storing the answer needs none
         ASYNCH_CALLS.inc(task.model_name, outcome)
+    # From here on the model has answered: every step is settled, never given up for an outage.
     now = timezone.now()
+    failed = partial(transitions.fail, task_id=task.id, attempt_no=task.attempt_no, now=now)
     if response is None or response.status_code >= 400:
         if response is not None:
             error_message = f"The model service answered HTTP {response.status_code}: {_redacted(response.text, call)}"
-        moved = transitions.fail(
-            task_id=task.id,
-            attempt_no=task.attempt_no,
-            error_message=error_message,
-            http_status=response.status_code if response is not None else None,
-            now=now,
-        )
+        status = response.status_code if response is not None else None
+        moved = _settled("the failure", task, partial(failed, error_message=error_message, http_status=status))
         return "failed" if moved else "lost"
     result = ResultFile(
         task_id=task.id,
@@ -185,15 +230,15 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         content_type=response.headers.get("Content-Type", "application/octet-stream"),
     )
     try:
-        ref = _store(result, task)
+        ref = _settled("storing the answer", task, partial(_store, result, task))
     except StorageError as error:
-        moved = transitions.fail(
-            task_id=task.id, attempt_no=task.attempt_no, error_message=str(error), http_status=200, now=now
-        )
+        moved = _settled("the failure", task, partial(failed, error_message=str(error), http_status=200))
         return "failed" if moved else "lost"
-    if transitions.succeed(
-        task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=response.status_code, now=timezone.now()
-    ):
+    succeeded = partial(
+        transitions.succeed, task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=response.status_code
+    )
+    committed = partial(selectors.task_succeeded_with, task_id=task.id, attempt_no=task.attempt_no, oss_file=ref)
+    if _settled("the success", task, lambda: succeeded(now=timezone.now())) or _settled("the success", task, committed):
         return "succeeded"
     # The attempt was taken away (failed as stuck) while the call ran: its file goes.
     try:

@@ -3,6 +3,7 @@ no more than ``maxConcurrency`` calls run at once anywhere."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections import Counter
@@ -61,8 +62,11 @@ def tasks_claim(
                 saturated.add((tenant_id, model_name))
                 unslotted += group[got:]
     except BaseException:
+        # Redis failed halfway: the tasks go back to the queue; a slot that cannot be
+        # given back (Redis still down) lapses with its lease.
         for item in claimed:
-            semaphore.release(item.slot_key, token=item.slot_token)
+            with contextlib.suppress(Exception):
+                semaphore.release(item.slot_key, token=item.slot_token)
         _unclaim(tasks, worker_id, counted, now)
         raise
     _unclaim(unslotted, worker_id, counted, now)

@@ -1,7 +1,11 @@
 """The drain: one per worker process at a time, run by the Celery task
 ``asynch.tasks.work``. It claims as many tasks as it has free call threads, hands
 them to the threads, collects what they did, renews the leases of what still runs,
-and goes on until nothing is left that it may run."""
+and goes on until nothing is left that it may run.
+
+While the database or Redis cannot be reached it claims nothing (no call without a
+slot) but keeps collecting and renewing for the calls already made, so their answers
+are stored; it ends once none runs, and beat's next poll starts a fresh one."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import uuid
 from collections import Counter
 
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from asynch import transitions
@@ -24,8 +28,11 @@ from asynch.kick import KICK_KEY, worker_kick
 from asynch.semaphore import flag_clear, get_semaphore
 from asynch.worker.calls import Claimed, ModelCall, model_calls, task_execute
 from asynch.worker.claims import tasks_claim
+from config.errors import OUTAGE_ERRORS
+from config.observability.logging import Throttled
 
 logger = logging.getLogger(__name__)
+_warn = Throttled(logger)
 
 _drain_lock = threading.Lock()
 _more = threading.Event()
@@ -52,11 +59,18 @@ def tasks_drain(*, budget_seconds: float | None = None) -> Counter[str]:
             return totals  # the drain holding the lock sees _more
         try:
             _more.clear()
-            flag_clear(KICK_KEY)  # from now on a new task wakes a drain again
+            _clear_kick()  # from now on a new task wakes a drain again
             Drain(totals, budget).run()
         finally:
             _drain_lock.release()
     return totals
+
+
+def _clear_kick() -> None:
+    try:
+        flag_clear(KICK_KEY)
+    except OUTAGE_ERRORS as error:  # Redis down: the flag, if it survives, expires by itself
+        _warn.warning("kick", "asynch: the kick flag was not cleared (%s: %s)", type(error).__name__, error)
 
 
 def _call_thread(inbox: queue.Queue[Claimed | None], outbox: queue.Queue[tuple[Claimed, str]]) -> None:
@@ -114,8 +128,15 @@ class Drain:
     def round(self) -> bool:
         """One round; False once the drain is done."""
         self.out_of_time = time.monotonic() >= self.deadline
-        if self.claim():
-            self.last_look = False
+        try:
+            if self.claim():
+                self.last_look = False
+        except OUTAGE_ERRORS as error:
+            _warn.warning("claim", "asynch: claiming paused, %s: %s", type(error).__name__, error)
+            close_old_connections()  # a connection the database dropped is replaced at the next claim
+            if not self.running:
+                return False  # nothing of ours is running: beat's poll starts a fresh drain
+            time.sleep(self.poll)
         if not self.running and self.saturated and not self.out_of_time:
             # Tasks wait whose (tenant, model) slots are all held elsewhere: poll
             # until one frees, so this process takes its share.
@@ -126,7 +147,7 @@ class Drain:
                 return False
             # Looks empty. Clear the kick flag, then look once more: a task committed
             # before the clear is seen now, one committed after it sends a new kick.
-            flag_clear(KICK_KEY)
+            _clear_kick()
             self.last_look = True
             return True
         self.collect()
@@ -179,19 +200,31 @@ class Drain:
             pass
 
     def renew_if_due(self) -> None:
-        """Every third of a lease: the slots' and the tasks' leases of what still runs."""
+        """Every third of a lease: the slots' and the tasks' leases of what still runs.
+        A renewal that fails (Redis or the database down) is tried again every poll,
+        so the leases are back in hand as soon as the service is."""
         if time.monotonic() - self.last_beat < self.beat_every or not self.running:
             return
         items = list(self.running.values())
-        renewed = get_semaphore().renew([(c.slot_key, c.slot_token) for c in items], lease_seconds=self.lease)
-        for item, ok in zip(items, renewed, strict=True):
-            if not ok:
-                logger.warning("asynch: the slot of task %s lapsed while its call ran", item.task.id)
-        now = timezone.now()
-        transitions.extend_leases(
-            task_ids=[c.task.id for c in items],
-            worker_id=self.me,
-            lease_until=now + dt.timedelta(seconds=self.lease),
-            now=now,
-        )
-        self.last_beat = time.monotonic()
+        renewed_all = True
+        try:
+            renewed = get_semaphore().renew([(c.slot_key, c.slot_token) for c in items], lease_seconds=self.lease)
+            for item, ok in zip(items, renewed, strict=True):
+                if not ok:
+                    logger.warning("asynch: the slot of task %s lapsed while its call ran", item.task.id)
+        except OUTAGE_ERRORS as error:
+            renewed_all = False
+            _warn.warning("renew-slots", "asynch: slots not renewed, %s: %s", type(error).__name__, error)
+        try:
+            now = timezone.now()
+            transitions.extend_leases(
+                task_ids=[c.task.id for c in items],
+                worker_id=self.me,
+                lease_until=now + dt.timedelta(seconds=self.lease),
+                now=now,
+            )
+        except OUTAGE_ERRORS as error:
+            renewed_all = False
+            _warn.warning("renew-leases", "asynch: task leases not renewed, %s: %s", type(error).__name__, error)
+            close_old_connections()
+        self.last_beat = time.monotonic() if renewed_all else time.monotonic() - self.beat_every + self.poll
