@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from ai_jobs import metrics, selectors, transitions
@@ -88,12 +89,14 @@ def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
 def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[int, int]:
     """Pending jobs become ``cancelled`` at once; locked and running ones get
     ``cancelRequested``, which their runtime reads on its next heartbeat. Returns
-    (cancelled, cancel requested)."""
+    (cancelled, cancel requested). One transaction: a database lost between the two
+    statements leaves nothing half done."""
     now = timezone.now()
-    cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
-    metrics.jobs_finished(status=JobStatus.CANCELLED, job_types=cancelled, error_code="JOB_CANCELLED")
-    # Pending first: a job locked between the two statements is caught by the second.
-    requested = transitions.request_cancel(job_ids=job_ids, now=now)
+    with transaction.atomic():
+        cancelled = transitions.cancel_pending(job_ids=job_ids, now=now, reason=reason)
+        metrics.jobs_finished(status=JobStatus.CANCELLED, job_types=cancelled, error_code="JOB_CANCELLED")
+        # Pending first: a job locked between the two statements is caught by the second.
+        requested = transitions.request_cancel(job_ids=job_ids, now=now)
     return len(cancelled), requested
 
 
@@ -112,8 +115,10 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
 def ai_settings_update(*, user: AbstractBaseUser, by_staff: bool = False, **changes: Any) -> UserAiSettings:
     """Change a user's AI settings (``quotas.services.ai_settings_update``, same
     keywords). Turning AI analysis off withdraws consent: the user's pending jobs are
-    cancelled and their running ones asked to stop (seed 000 §9)."""
-    ai_settings = quotas.ai_settings_update(user=user, by_staff=by_staff, **changes)
-    if changes.get("ai_analysis_enabled") is False:
-        jobs_cancel(job_ids=selectors.open_job_ids(user=user), reason="AI analysis was turned off by the user")
+    cancelled and their running ones asked to stop (seed 000 §9), in the same
+    transaction as the setting."""
+    with transaction.atomic():
+        ai_settings = quotas.ai_settings_update(user=user, by_staff=by_staff, **changes)
+        if changes.get("ai_analysis_enabled") is False:
+            jobs_cancel(job_ids=selectors.open_job_ids(user=user), reason="AI analysis was turned off by the user")
     return ai_settings
