@@ -7,6 +7,7 @@ answer, so a test can say what clients saw before, during and after a fault."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -163,6 +164,20 @@ class Stack:
 
     # --- what happened -------------------------------------------------------------------------
 
+    def task_runs(self, task: str, *, after: float) -> list[float]:
+        """When the workers finished a run of Celery task ``task`` without an error,
+        after the wall-clock time ``after`` (their log lines' times)."""
+        runs = []
+        for name in self.processes:
+            if not name.startswith("w"):
+                continue
+            for line in self.log(name).splitlines():
+                if f"Task {task}[" in line and "] succeeded in" in line:
+                    stamp = datetime.datetime.strptime(" ".join(line.split()[:2]), "%Y-%m-%d %H:%M:%S,%f")
+                    if stamp.timestamp() > after:
+                        runs.append(stamp.timestamp())
+        return sorted(runs)
+
     def served(self) -> Counter[int]:
         """Every status gunicorn answered, whoever asked (runtimes included)."""
         path = self.folder / "access.log"
@@ -171,7 +186,8 @@ class Stack:
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.database_url, connect_timeout=5, autocommit=True) as conn:
-            return conn.execute(query, params).fetchall()
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
 
 
 @dataclass

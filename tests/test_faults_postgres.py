@@ -143,6 +143,7 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     restart_at = time.monotonic()
     postgres.start()
     back_at = time.monotonic()  # pg_ctl start -w: accepting connections
+    back_wall = time.time()
     time.sleep(5)
     load.stop()
     ended_at = time.monotonic()
@@ -190,10 +191,17 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     calls = Counter(call.json["n"] for call in model_server.calls)
     assert len(calls) == len(tasks) and set(calls.values()) == {1}  # each called once
     assert model_server.max_in_flight <= MAX_CONCURRENCY
+    # The reaper and model-asynch's cleaner ran again by themselves once the database was back.
+    interval = int(stack.env["AI_JOB_REAPER_INTERVAL_SECONDS"])
+    resumed = {}
+    for task in ("ai_jobs.tasks.reap_jobs", "asynch.tasks.clean"):
+        runs = stack.task_runs(task, after=back_wall)
+        assert runs and runs[0] - back_wall <= interval + 30, (task, runs)
+        resumed[task.rsplit(".", 1)[-1]] = round(runs[0] - back_wall, 1)
     assert stack.exited() == {} and stack.pids() == pids  # nothing restarted
     print(
         f"\nPostgreSQL down {restart_at - stopped_at:.1f} s: {len(answers)} answers, {len(unavailable)} x 503, "
         f"0 x 500 (of {sum(served.values())} served); first answer after the database was back, per API: "
         f"{ {what: round(seconds, 2) for what, seconds in sorted(recovery.items())} }; "
-        f"{len(jobs)} jobs, all succeeded with one result each; {len(tasks)} model-asynch tasks, each called once"
+        f"{len(jobs)} jobs, all succeeded with one result each; {len(tasks)} model-asynch tasks, each called once; reaper and cleaner ran again {resumed} s after"
     )
