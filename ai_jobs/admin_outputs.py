@@ -11,6 +11,8 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from ai_jobs import job_types
 from ai_jobs.models import (
@@ -28,13 +30,20 @@ from ai_jobs.models import (
 class ReadOnlyOutputAdmin(admin.ModelAdmin):
     """Outputs are history written by results: view, filter, never edit."""
 
-    list_select_related = ["user", "job"]
+    list_select_related = ["user"]
     date_hierarchy = "created_at"
     ordering = ["-created_at", "-id"]
     show_full_result_count = False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [field.name for field in self.model._meta.fields]
+
+    @admin.display(description="job", ordering="job_id")
+    def job(self, obj: Any) -> str:
+        # A plain id: the row outlives its job, which retention deletes in time.
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:ai_jobs_airuntimejob_change", args=[obj.job_id]), obj.job_id
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -46,7 +55,7 @@ class ReadOnlyOutputAdmin(admin.ModelAdmin):
         return False
 
 
-_SEARCH = ["id", "job__id", "user__username", "target_id"]
+_SEARCH = ["id", "job_id", "user__username", "target_id"]
 
 
 class AiLearningAnalysisAdmin(ReadOnlyOutputAdmin):
@@ -68,7 +77,7 @@ class AiLearningAnalysisAdmin(ReadOnlyOutputAdmin):
 class WeakPointCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "title", "severity", "knowledge_point", "confidence", "created_at"]
     list_filter = ["severity", "target_type"]
-    list_select_related = ["user", "job", "knowledge_point"]
+    list_select_related = ["user", "knowledge_point"]
     search_fields = [*_SEARCH, "title"]
 
 
@@ -81,27 +90,27 @@ class NextActionRecommendationAdmin(ReadOnlyOutputAdmin):
 class QuizQuestionCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "status", "question_type", "difficulty", "stem", "question", "created_at"]
     list_filter = ["status", "question_type", "difficulty"]
-    list_select_related = ["user", "job", "question"]
+    list_select_related = ["user", "question"]
     search_fields = [*_SEARCH, "stem"]
 
 
 class QuizQuestionAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "knowledge_base", "question_type", "difficulty", "stem", "job", "created_at"]
     list_filter = ["question_type", "difficulty"]
-    list_select_related = ["user", "job", "knowledge_base"]
+    list_select_related = ["user", "knowledge_base"]
     search_fields = [*_SEARCH, "stem", "knowledge_base__id"]
 
 
 class FlashcardCandidateAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "job", "status", "front", "flashcard", "created_at"]
     list_filter = ["status"]
-    list_select_related = ["user", "job", "flashcard"]
+    list_select_related = ["user", "flashcard"]
     search_fields = [*_SEARCH, "front"]
 
 
 class FlashcardAdmin(ReadOnlyOutputAdmin):
     list_display = ["id", "user", "knowledge_base", "front", "job", "created_at"]
-    list_select_related = ["user", "job", "knowledge_base"]
+    list_select_related = ["user", "knowledge_base"]
     search_fields = [*_SEARCH, "front", "knowledge_base__id"]
 
 

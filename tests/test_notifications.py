@@ -74,12 +74,12 @@ def test_a_quiz_notification_counts_published_and_skipped_questions(runtime, dja
     submit(runtime, kb_job(knowledge_base), quiz("Is 0 even?"), django_capture_on_commit_callbacks)
     job = kb_job(knowledge_base)
     submit(runtime, job, quiz("is 0 even", "Is 1 odd?", "Is 2 prime?"), django_capture_on_commit_callbacks)
-    notice = Notification.objects.get(job=job)
+    notice = Notification.objects.get(job_id=job.id)
     assert notice.message == "2 new questions published, 1 duplicate skipped."
     assert notice.data == {"published": 2, "duplicates": 1}
     flashcards = kb_job(knowledge_base, "flashcard_generation")
     submit(runtime, flashcards, cards("Numerator"), django_capture_on_commit_callbacks)
-    assert Notification.objects.get(job=flashcards).message == "1 new flashcard published."
+    assert Notification.objects.get(job_id=flashcards.id).message == "1 new flashcard published."
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_a_quiz_notification_counts_published_and_skipped_questions(runtime, dja
 def test_each_job_type_is_described(runtime, user, django_capture_on_commit_callbacks, job_type, message):
     job = JobFactory(user=user, job_type=job_type)
     submit(runtime, job, VALID_OUTPUTS[job_type], django_capture_on_commit_callbacks)
-    assert Notification.objects.get(job=job).message == message
+    assert Notification.objects.get(job_id=job.id).message == message
 
 
 def test_the_task_run_twice_notifies_once(user):
@@ -97,7 +97,7 @@ def test_the_task_run_twice_notifies_once(user):
     first = tasks.notify_job_finished.delay(job.id)
     second = tasks.notify_job_finished.delay(job.id)
     assert first.successful() and second.successful()
-    assert Notification.objects.filter(job=job).count() == 1
+    assert Notification.objects.filter(job_id=job.id).count() == 1
 
 
 def test_a_final_failure_notifies_and_a_retry_does_not(runtime, user, django_capture_on_commit_callbacks):
@@ -125,7 +125,7 @@ def test_a_broker_that_is_down_does_not_lose_the_notice_nor_fail_the_result(
     monkeypatch.setattr(tasks.notify_job_finished, "delay", broker_down)
     job = JobFactory(user=user)
     status, _ = submit(runtime, job, VALID_OUTPUTS["learning_state_analysis"], django_capture_on_commit_callbacks)
-    assert status == 200 and Notification.objects.filter(job=job).count() == 1
+    assert status == 200 and Notification.objects.filter(job_id=job.id).count() == 1
 
 
 # --- the user API -------------------------------------------------------------------------------

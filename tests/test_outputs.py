@@ -213,7 +213,7 @@ def test_a_second_identical_quiz_publishes_no_duplicate_questions(runtime):
     client = user_client(knowledge_base.user)
     assert len(client.get("/ai/quizzes").json()["results"]) == 2
     assert client.get("/ai/quizzes", {"jobId": second.id}).json()["results"] == []
-    candidates = QuizQuestionCandidate.objects.filter(job=second).order_by("position")
+    candidates = QuizQuestionCandidate.objects.filter(job_id=second.id).order_by("position")
     assert [c.status for c in candidates] == ["duplicate", "duplicate"]
     originals = dict(QuizQuestion.objects.values_list("stem", "id"))
     assert [c.question_id for c in candidates] == [originals["What is 1/2 + 1/4?"], originals["Is 0 even?"]]
@@ -238,7 +238,7 @@ def test_duplicates_inside_one_output_are_skipped_after_normalisation(runtime):
     ]
     job = kb_job(knowledge_base)
     finish(runtime, job, quiz(*stems))
-    candidates = list(QuizQuestionCandidate.objects.filter(job=job).order_by("position"))
+    candidates = list(QuizQuestionCandidate.objects.filter(job_id=job.id).order_by("position"))
     assert [c.status for c in candidates] == ["published", "duplicate", "duplicate", "published"]
     assert candidates[1].question_id == candidates[2].question_id == candidates[0].question_id
     questions = QuizQuestion.objects.filter(knowledge_base=knowledge_base)
@@ -317,7 +317,7 @@ def test_the_knowledge_base_prefetch_is_batched_for_a_50_question_result(
     sqls = [q["sql"] for q in captured.captured_queries]
     prefetches = [sql for sql in sqls if sql.startswith("SELECT") and 'FROM "ai_quiz_question" ' in sql]
     assert len(prefetches) == 2, prefetches  # the one prefetch, and the check of what went in
-    candidates = QuizQuestionCandidate.objects.filter(job=job)
+    candidates = QuizQuestionCandidate.objects.filter(job_id=job.id)
     assert candidates.filter(status="duplicate").count() == 25 and candidates.filter(status="published").count() == 25
     assert QuizQuestion.objects.filter(knowledge_base=knowledge_base).count() == 50
 

@@ -33,7 +33,7 @@ class Notification(JobLinked):
                 fields=["user", "-created_at", "-id"], name="ai_ntf_user_unread", condition=Q(read_at__isnull=True)
             ),
         ]
-        constraints = [models.UniqueConstraint(fields=["job", "kind"], name="ai_notification_once")]
+        constraints = [models.UniqueConstraint(fields=["job_id", "kind"], name="ai_notification_once")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.kind} {self.job_id}"

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from ai_jobs.models.jobs import AiRuntimeJob, TargetType
+from ai_jobs.models.jobs import TargetType
 from config.ids import new_id
 
 
@@ -28,10 +28,6 @@ def prefixed_id(prefix: str) -> models.CharField:
 
 def _user() -> models.ForeignKey:
     return models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-
-
-def _job() -> models.ForeignKey:
-    return models.ForeignKey(AiRuntimeJob, on_delete=models.CASCADE, related_name="+")
 
 
 def _knowledge_point() -> models.ForeignKey:
@@ -104,10 +100,13 @@ class CandidateStatus(models.TextChoices):
 
 
 class JobLinked(models.Model):
-    """A row of a job's user that names the job and its target."""
+    """A row of a job's user that names the job and its target. The job is named by
+    its id as a plain value, not a foreign key: the row is the user's and outlives
+    the job, which retention deletes ``AI_JOB_RETENTION_DAYS`` after it finished
+    (contract §9); ``jobId`` still filters the user's lists."""
 
     user = _user()
-    job = _job()
+    job_id = models.CharField(max_length=40, db_index=True)
     target_type = models.CharField(max_length=32, choices=TargetType.choices)
     target_id = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
@@ -131,7 +130,7 @@ class AiLearningAnalysis(JobLinked):
         db_table = "ai_learning_analysis"
         verbose_name_plural = "AI learning analyses"
         indexes = list_indexes("ai_ana")
-        constraints = [models.UniqueConstraint(fields=["job"], name="ai_analysis_one_per_job")]
+        constraints = [models.UniqueConstraint(fields=["job_id"], name="ai_analysis_one_per_job")]
 
     def __str__(self) -> str:
         return f"{self.id} {self.level} {self.mastery_score}"
