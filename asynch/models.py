@@ -133,6 +133,8 @@ class AsynchTask(models.Model):
             # succeeded-not-yet-picked-up ones from these (queued and failed have theirs above).
             models.Index(fields=["model_name", "tenant"], name="asynch_task_running_model", condition=Q(state=1)),
             models.Index(fields=["model_name"], name="asynch_task_succeeded_model", condition=Q(state=2)),
+            # Retention: succeeded tasks nobody picked up, oldest first.
+            models.Index(fields=["finished_at"], name="asynch_task_unclaimed", condition=Q(state=2)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=TaskState.values), name="asynch_task_state_valid"),

@@ -279,6 +279,14 @@ RUNTIME_CAPABILITIES = env.list("RUNTIME_CAPABILITIES", default=[])
 RUNTIME_HEARTBEAT_SECONDS = env.float("RUNTIME_HEARTBEAT_SECONDS", default=20)
 RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 
+# --- retention (contract §9; README: Production, Retention) ----------------------------------
+RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
+RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction
+AI_SNAPSHOT_RETENTION_DAYS = env.int("AI_SNAPSHOT_RETENTION_DAYS", default=7)
+AI_JOB_RETENTION_DAYS = env.int("AI_JOB_RETENTION_DAYS", default=90)
+AI_NOTIFICATION_RETENTION_DAYS = env.int("AI_NOTIFICATION_RETENTION_DAYS", default=30)
+ASYNCH_UNCLAIMED_RETENTION_SECONDS = env.int("ASYNCH_UNCLAIMED_RETENTION_SECONDS", default=604800)
+
 CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {
         "task": "ai_jobs.tasks.reap_jobs",
@@ -298,6 +306,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "asynch.tasks.clean",
         "schedule": timedelta(seconds=ASYNCH_CLEANER_INTERVAL),
         "options": {"expires": max(5.0, ASYNCH_CLEANER_INTERVAL * 2)},
+    },
+    "prune-data": {  # retention: a run that has not started by the next one is dropped
+        "task": "ops.tasks.prune_data",
+        "schedule": timedelta(seconds=RETENTION_INTERVAL_SECONDS),
+        "options": {"expires": RETENTION_INTERVAL_SECONDS},
     },
 }
 

@@ -149,7 +149,10 @@ class AiJobSnapshot(models.Model):
 
     class Meta:
         db_table = "ai_job_snapshot"
-        indexes = [models.Index(fields=["user", "target_type", "target_id"], name="ai_snapshot_target")]
+        indexes = [
+            models.Index(fields=["user", "target_type", "target_id"], name="ai_snapshot_target"),
+            models.Index(fields=["created_at"], name="ai_snapshot_created"),  # retention's sweep
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.target_type}:{self.target_id}"

@@ -32,6 +32,7 @@ class Notification(JobLinked):
             models.Index(
                 fields=["user", "-created_at", "-id"], name="ai_ntf_user_unread", condition=Q(read_at__isnull=True)
             ),
+            models.Index(fields=["created_at"], name="ai_ntf_created"),  # retention's sweep
         ]
         constraints = [models.UniqueConstraint(fields=["job_id", "kind"], name="ai_notification_once")]
 

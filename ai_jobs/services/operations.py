@@ -21,8 +21,6 @@ _warn = Throttled(logger)
 
 _seen_lock = threading.Lock()
 _seen_written: dict[tuple[str, bool], float] = {}  # (instance, heartbeat) → monotonic time of the last write
-QUEUE_SAMPLE_RETENTION = dt.timedelta(days=2)
-RUNTIME_INSTANCE_RETENTION = dt.timedelta(days=7)
 
 
 def runtime_seen(*, instance_id: str, heartbeat: bool = False) -> bool:
@@ -56,7 +54,7 @@ def runtime_seen(*, instance_id: str, heartbeat: bool = False) -> bool:
 
 def queue_sample_record(*, now: dt.datetime | None = None) -> QueueSample:
     """The queue's depth this minute (once a minute: a second call in the same minute
-    keeps the first), and samples and runtime instances past their retention deleted."""
+    keeps the first). Retention deletes old samples (``ai_jobs.services.retention``)."""
     now = now or timezone.now()
     minute = now.replace(second=0, microsecond=0)
     counts = selectors.queue_counts(now=now)
@@ -69,6 +67,4 @@ def queue_sample_record(*, now: dt.datetime | None = None) -> QueueSample:
             "running": counts.total("running"),
         },
     )
-    QueueSample.objects.filter(minute__lt=minute - QUEUE_SAMPLE_RETENTION).delete()
-    RuntimeInstance.objects.filter(last_seen_at__lt=now - RUNTIME_INSTANCE_RETENTION).delete()
     return sample

@@ -1,0 +1,122 @@
+"""A learner with one of everything, made the way the platform makes it (the user
+API, the internal API, the services), for the retention and user-deletion tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
+from ai_jobs.notifications import notification_create_for_job
+from ai_jobs.services import job_rerun
+from ai_jobs.services.protocol import job_snapshot
+from tests.conftest import ALL_TYPES, RuntimeClient
+from tests.factories import VALID_OUTPUTS
+from tests.learning_factories import (
+    KnowledgeBaseFactory,
+    KnowledgePointFactory,
+    LearningProfileFactory,
+    MaterialFactory,
+    StudyRecordFactory,
+)
+from tests.user_api_support import Learner
+
+KNOWLEDGE_BASE_TYPES = {"quiz_generation", "flashcard_generation"}
+
+
+@dataclass
+class Everything:
+    learner: Learner
+    jobs: dict[str, AiRuntimeJob] = field(default_factory=dict)  # job type → a succeeded job
+    failed: AiRuntimeJob | None = None
+    rerun: AiRuntimeJob | None = None
+    cancelled: AiRuntimeJob | None = None
+    pending: AiRuntimeJob | None = None
+
+    @property
+    def user(self):  # type: ignore[no-untyped-def]
+        return self.learner.user
+
+
+def output_for(job_type: str, tag: str) -> dict:
+    """A valid output whose questions and cards are new to the knowledge base."""
+    output = {key: value for key, value in VALID_OUTPUTS[job_type].items()}
+    if job_type == "quiz_generation":
+        output = {"questions": [{**output["questions"][0], "stem": f"{tag}: 1/2 + 1/4 = ?"}]}
+    if job_type == "flashcard_generation":
+        output = {"flashcards": [{"front": f"{tag}: numerator", "back": "The top of a fraction"}]}
+    return output
+
+
+def create_job(learner: Learner, job_type: str, knowledge_base_id: str) -> AiRuntimeJob:
+    if job_type in KNOWLEDGE_BASE_TYPES:
+        response = learner.job(job_type, targetType="knowledge_base", targetId=knowledge_base_id)
+    else:
+        response = learner.job(job_type)
+    assert response.status_code == 201, response.json()
+    return AiRuntimeJob.objects.get(id=response.json()["jobId"])
+
+
+def run_job(runtime: RuntimeClient, job: AiRuntimeJob, *, tag: str) -> AiRuntimeJob:
+    """Seed 000's path: lock, heartbeat, an invocation log, the result with its
+    usage, then the success notice."""
+    lock = runtime.lock(job.id)
+    assert lock.status_code == 200, lock.json()
+    attempt = lock.json()["attemptNo"]
+    assert runtime.heartbeat(job.id).status_code == 200
+    log = {"attemptNo": attempt, "modelName": "deepseek-chat", "requestId": f"req-{job.id}", "httpStatus": 200}
+    assert runtime.post(f"jobs/{job.id}/invocation-logs", {"logs": [log]}).status_code == 201
+    response = runtime.result(
+        job.id, attempt, output_for(job.job_type, tag), usage={"promptTokens": 10, "completionTokens": 5}
+    )
+    assert response.status_code == 200, response.json()
+    notification_create_for_job(job_id=job.id)
+    return AiRuntimeJob.objects.get(id=job.id)
+
+
+def learner_with_everything(runtime: RuntimeClient, *, tag: str = "x", **user_fields: str) -> Everything:
+    """A learner with learning data, settings, usage, a credential, a succeeded job
+    of every type (snapshot, result, invocation log, outputs, candidates, published
+    questions and cards, notices), a failed job and its rerun, a cancelled and a
+    pending job, and a snapshot a rebuild replaced."""
+    learner = Learner(**user_fields)
+    user = learner.user
+    knowledge_base = KnowledgeBaseFactory(user=user)
+    MaterialFactory(knowledge_base=knowledge_base)
+    StudyRecordFactory(knowledge_point=KnowledgePointFactory(knowledge_base=knowledge_base))
+    LearningProfileFactory(user=user)
+    assert learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"}).status_code == 200
+    learner.credential()
+    everything = Everything(learner=learner)
+    for job_type in ALL_TYPES:
+        everything.jobs[job_type] = run_job(runtime, create_job(learner, job_type, knowledge_base.id), tag=tag)
+
+    failed = create_job(learner, "learning_state_analysis", knowledge_base.id)
+    attempt = runtime.lock(failed.id).json()["attemptNo"]
+    assert runtime.fail(failed.id, attempt, "MODEL_RESPONSE_INVALID").json()["status"] == "failed"
+    notification_create_for_job(job_id=failed.id)
+    everything.failed = AiRuntimeJob.objects.get(id=failed.id)
+    everything.rerun = job_rerun(job=everything.failed)
+
+    cancelled = create_job(learner, "weak_point_analysis", knowledge_base.id)
+    assert learner.client.post(f"/ai/jobs/{cancelled.id}/cancel").status_code == 200
+    everything.cancelled = AiRuntimeJob.objects.get(id=cancelled.id)
+
+    everything.pending = create_job(learner, "next_action_planning", knowledge_base.id)
+    # A snapshot past its TTL is rebuilt when fetched; the replaced one is left behind.
+    locked = create_job(learner, "learning_state_analysis", knowledge_base.id)
+    AiJobSnapshot.objects.filter(id=locked.snapshot_id).update(expires_at=timezone.now())
+    runtime.lock(locked.id)
+    job_snapshot(job_id=locked.id, instance_id=runtime.instance_id)
+    return everything
+
+
+def age_job(job: AiRuntimeJob, *, days: float) -> None:
+    """As if the job had finished ``days`` ago (its snapshot made just before, its
+    notices sent then)."""
+    finished = timezone.now() - dt.timedelta(days=days)
+    AiRuntimeJob.objects.filter(id=job.id).update(finished_at=finished, created_at=finished - dt.timedelta(minutes=1))
+    AiJobSnapshot.objects.filter(id=job.snapshot_id).update(created_at=finished - dt.timedelta(minutes=1))
+    Notification.objects.filter(job_id=job.id).update(created_at=finished)
