@@ -1,8 +1,12 @@
-"""Where results go: one interface, two backends (``ASYNCH_RESULT_STORAGE``).
+"""Where results go: one interface, three backends (``ASYNCH_RESULT_STORAGE``).
 
 - ``django`` (default): Django's storage API (``STORAGES[ASYNCH_STORAGE_ALIAS]``);
   callers download at a signed, expiring URL served by this app
   (``GET /task/download/<token>``, ``django.core.signing``).
+- ``s3``: the same, on an S3-compatible bucket (AWS S3, Aliyun OSS, MinIO) through
+  django-storages' ``S3Storage`` (``ASYNCH_S3_*``), and callers download straight
+  from the bucket at a presigned URL valid ``ASYNCH_DOWNLOAD_URL_MAX_AGE`` seconds:
+  a worker on one machine stores what every web process on every machine hands out.
 - ``oss_service``: the business's OSS file service: the result is posted as a
   multipart file to ``OSS_UPLOAD_URL`` (``oss/file/uploadFile``) with the
   ``Authorization`` and ``X-User-Info`` headers captured at createTask, and the URL
@@ -14,18 +18,21 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import mimetypes
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import requests
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core import signing
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 from django.http import HttpRequest
 from django.urls import reverse
+from storages.backends.s3 import S3Storage
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,8 @@ class ResultStorage(Protocol):
 
 class DjangoResultStorage:
     captures_headers = False
+    # What the storage raises when it cannot store: the task fails and is retried.
+    save_errors: tuple[type[Exception], ...] = (OSError,)
 
     @property
     def storage(self) -> Storage:
@@ -75,8 +84,8 @@ class DjangoResultStorage:
             # A name taken by an earlier attempt gets a suffix from the storage; that
             # attempt's file went with it (a lost attempt deletes its own).
             return self.storage.save(name, ContentFile(result.content))
-        except OSError as error:
-            raise StorageError(f"Could not store the result: {error}") from error
+        except self.save_errors as error:
+            raise StorageError(f"Could not store the result: {type(error).__name__}: {error}") from error
 
     def url(self, ref: str, *, request: HttpRequest | None = None) -> str:
         token = signing.dumps(ref, salt=DOWNLOAD_SALT)
@@ -96,6 +105,39 @@ def download_name(token: str) -> str | None:
     except signing.BadSignature:
         return None
     return name if isinstance(name, str) and name.startswith("asynch/") else None
+
+
+class S3ResultStorage(DjangoResultStorage):
+    """Django's storage API on an S3-compatible bucket; ``ossFile`` is a presigned URL."""
+
+    save_errors = (OSError, BotoCoreError, ClientError)
+
+    @property
+    def storage(self) -> Storage:
+        return _s3_storage(
+            bucket_name=settings.ASYNCH_S3_BUCKET,
+            endpoint_url=settings.ASYNCH_S3_ENDPOINT_URL or None,
+            region_name=settings.ASYNCH_S3_REGION or None,
+            access_key=settings.ASYNCH_S3_ACCESS_KEY_ID or None,
+            secret_key=settings.ASYNCH_S3_SECRET_ACCESS_KEY or None,
+            addressing_style=settings.ASYNCH_S3_ADDRESSING_STYLE or None,
+            querystring_expire=settings.ASYNCH_DOWNLOAD_URL_MAX_AGE,
+        )
+
+    def url(self, ref: str, *, request: HttpRequest | None = None) -> str:
+        return self.storage.url(ref)
+
+
+@functools.cache
+def _s3_storage(**options: Any) -> S3Storage:
+    # One client per process and configuration (boto3 clients are thread-safe).
+    return S3Storage(
+        **options,
+        querystring_auth=True,
+        file_overwrite=False,  # an earlier attempt's name gets a suffix, as on disk
+        default_acl=None,  # private: the presigned URL is the permission
+        signature_version="s3v4",
+    )
 
 
 class OssServiceStorage:
@@ -150,13 +192,20 @@ def _url_in(body: Any) -> str | None:
     return None
 
 
+BACKENDS: dict[str, type[ResultStorage]] = {
+    "django": DjangoResultStorage,
+    "s3": S3ResultStorage,
+    "oss_service": OssServiceStorage,
+}
+
+
 def get_storage() -> ResultStorage:
-    backend = settings.ASYNCH_RESULT_STORAGE
-    if backend == "oss_service":
-        return OssServiceStorage()
-    if backend == "django":
-        return DjangoResultStorage()
-    raise ValueError(f"ASYNCH_RESULT_STORAGE must be 'django' or 'oss_service', not {backend!r}")
+    backend = BACKENDS.get(settings.ASYNCH_RESULT_STORAGE)
+    if backend is None:
+        raise ValueError(
+            f"ASYNCH_RESULT_STORAGE must be one of {sorted(BACKENDS)}, not {settings.ASYNCH_RESULT_STORAGE!r}"
+        )
+    return backend()
 
 
 def delete_quietly(refs: list[str]) -> int:

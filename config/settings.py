@@ -261,7 +261,15 @@ ASYNCH_LEASE_SECONDS = env.float("ASYNCH_LEASE_SECONDS", default=30.0)
 ASYNCH_WORKER_DRAIN_SECONDS = env.float("ASYNCH_WORKER_DRAIN_SECONDS", default=60.0)
 ASYNCH_SEMAPHORE_REDIS_URL = env.str("ASYNCH_SEMAPHORE_REDIS_URL", default=REDIS_URL)  # empty: a file, one machine
 ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS = env.int("ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS", default=3600)  # deleted configs
-ASYNCH_RESULT_STORAGE = env.str("ASYNCH_RESULT_STORAGE", default="django")  # or "oss_service"
+ASYNCH_RESULT_STORAGE = env.str("ASYNCH_RESULT_STORAGE", default="django")  # or "s3", "oss_service"
+# ASYNCH_RESULT_STORAGE=s3: any S3-compatible bucket (AWS S3, Aliyun OSS, MinIO) through
+# django-storages; empty values fall back to boto3's own (its environment, instance roles).
+ASYNCH_S3_BUCKET = env.str("ASYNCH_S3_BUCKET", default="")
+ASYNCH_S3_ENDPOINT_URL = env.str("ASYNCH_S3_ENDPOINT_URL", default="")  # e.g. https://oss-cn-hangzhou.aliyuncs.com
+ASYNCH_S3_REGION = env.str("ASYNCH_S3_REGION", default="")
+ASYNCH_S3_ACCESS_KEY_ID = env.str("ASYNCH_S3_ACCESS_KEY_ID", default="")
+ASYNCH_S3_SECRET_ACCESS_KEY = env.str("ASYNCH_S3_SECRET_ACCESS_KEY", default="")
+ASYNCH_S3_ADDRESSING_STYLE = env.str("ASYNCH_S3_ADDRESSING_STYLE", default="")  # "virtual" for Aliyun OSS; "path"
 ASYNCH_STORAGE_ALIAS = env.str("ASYNCH_STORAGE_ALIAS", default="default")
 ASYNCH_DOWNLOAD_URL_MAX_AGE = env.int("ASYNCH_DOWNLOAD_URL_MAX_AGE", default=86400)
 ASYNCH_PUBLIC_BASE_URL = env.str("ASYNCH_PUBLIC_BASE_URL", default="")
