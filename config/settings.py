@@ -287,6 +287,10 @@ RUNTIME_CAPABILITIES = env.list("RUNTIME_CAPABILITIES", default=[])
 RUNTIME_HEARTBEAT_SECONDS = env.float("RUNTIME_HEARTBEAT_SECONDS", default=20)
 RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 
+# How many machines run the web and worker processes (README: Production, Several
+# machines). Above 1, check --deploy warns about what is kept on one machine's disk.
+DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
+
 # --- retention (contract §9; README: Production, Retention) ----------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
 RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction

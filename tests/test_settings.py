@@ -14,9 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
-    env = {
+def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
         **os.environ,
+        # check --deploy connects to neither: nothing listens on these ports.
+        "DATABASE_URL": "postgres://aijobs:secret@127.0.0.1:9/aijobs",
+        "REDIS_URL": "redis://127.0.0.1:9/0",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "DEBUG": "0",
         "ALLOWED_HOSTS": "api.example.com",
@@ -29,13 +32,51 @@ def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
         "SESSION_COOKIE_SECURE": "1",
         "CSRF_COOKIE_SECURE": "1",
         "VAR_DIR": str(tmp_path),
+        **extra,
     }
-    checked = subprocess.run(
+
+
+def check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
+    checked = check_deploy(production_env(tmp_path))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "no issues" in checked.stdout
+
+
+def test_check_deploy_is_clean_on_several_machines_with_s3(tmp_path):
+    checked = check_deploy(
+        production_env(tmp_path, DEPLOYMENT_MACHINES="3", ASYNCH_RESULT_STORAGE="s3", ASYNCH_S3_BUCKET="results")
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_check_deploy_warns_of_postgresql_without_redis(tmp_path):
+    env = production_env(tmp_path)
+    env.pop("REDIS_URL")
+    env.pop("ASYNCH_SEMAPHORE_REDIS_URL", None)
+    checked = check_deploy(env)
+    assert checked.returncode != 0
+    assert "(ops.W001) PostgreSQL is configured without REDIS_URL" in checked.stderr, checked.stderr
+
+
+def test_check_deploy_warns_of_local_result_files_on_several_machines(tmp_path):
+    checked = check_deploy(production_env(tmp_path, DEPLOYMENT_MACHINES="2"))
+    assert checked.returncode != 0
+    assert (
+        "(ops.W002) DEPLOYMENT_MACHINES is 2 but model-asynch stores results on this machine's disk" in checked.stderr
+    )
+    assert "ops.W001" not in checked.stderr
+
+
+def test_check_deploy_refuses_s3_without_a_bucket(tmp_path):
+    checked = check_deploy(production_env(tmp_path, ASYNCH_RESULT_STORAGE="s3", ASYNCH_DOWNLOAD_URL_MAX_AGE="864000"))
+    assert "(ops.E002)" in checked.stderr and "(ops.W003)" in checked.stderr, checked.stderr
 
 
 def test_the_embedded_default_is_flagged_by_check_deploy(tmp_path):
