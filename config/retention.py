@@ -86,7 +86,8 @@ def sweep_run(sweep: Sweep, *, now: dt.datetime, batch_size: int, progress: Prog
         with transaction.atomic():
             picked = _pick(sweep, now=now, cursor=cursor, limit=batch_size)
             if picked:
-                rows = model._base_manager.filter(pk__in=[pk for _, pk, _ in picked])
+                # Only the keys: the collector need not read what it deletes (a snapshot's payload).
+                rows = model._base_manager.filter(pk__in=[pk for _, pk, _ in picked]).only("pk")
                 totals += _delete(sweep, rows, files=[f for _, _, f in picked if f])
         if not picked:
             break

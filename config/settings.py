@@ -97,6 +97,12 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DB_CONNECT_TIMEOUT_SECONDS", default=5)
     )
+    if env.bool("DB_TRANSACTION_POOLER", default=False):
+        # Behind PgBouncer in transaction mode (README: Several machines) consecutive
+        # transactions may run on different server connections: no server-side cursors
+        # (they live across transactions) and no server-side prepared statements.
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Covering indexes (INCLUDE) are PostgreSQL's; SQLite builds the same index without them.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
