@@ -19,7 +19,7 @@ STANDIN_PORT ?= 8300
 # the runtime's empty claims), kept out of make run's output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv browser run test lint bench clean
+.PHONY: venv browser pgbouncer run test lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ venv: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# tests/test_pgbouncer.py runs its own pgbouncer process (Debian's program; the test starts and stops it).
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || { echo "installing Debian's pgbouncer for the connection pooler test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
 run: venv
 	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
@@ -54,7 +59,7 @@ run: venv
 
 # The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
-test: venv browser
+test: venv browser pgbouncer
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -100,7 +100,9 @@ else:
     if env.bool("DB_TRANSACTION_POOLER", default=False):
         # Behind PgBouncer in transaction mode (README: Several machines) consecutive
         # transactions may run on different server connections: no server-side cursors
-        # (they live across transactions) and no server-side prepared statements.
+        # (iterator() declares them WITH HOLD, across transactions), and no prepared
+        # statements should parameters ever be bound server-side (Django binds them on
+        # the client by default, which prepares nothing).
         DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
