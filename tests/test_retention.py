@@ -159,7 +159,8 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert not any(storage.exists(task.oss_file) for task in old_tasks)  # the files went with their tasks
     assert all(storage.exists(task.oss_file) for task in kept_tasks)
     assert set(AsynchTask.objects.values_list("id", flat=True)) == {task.id for task in kept_tasks}
-    assert list(RuntimeInstance.objects.values_list("instance_id", flat=True)) == ["alive"]
+    instances = set(RuntimeInstance.objects.values_list("instance_id", flat=True))
+    assert "alive" in instances and "gone" not in instances
 
 
 def test_the_same_per_table_counts_from_the_service(runtime, django_capture_on_commit_callbacks):
