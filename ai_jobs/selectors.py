@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, Count, Max, Model, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncMinute
 
+from accounts.selectors import public_id_subquery, resolve_me
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -25,20 +26,26 @@ from config.errors import DomainError, ErrorCode
 POLL_MAX = 50
 
 
+def with_public_ids(jobs: QuerySet[AiRuntimeJob]) -> QuerySet[AiRuntimeJob]:
+    """Jobs that carry their user's public id (``userId`` on the wire), read in the
+    same statement: never a query per job."""
+    return jobs.annotate(user_public_id=public_id_subquery())
+
+
 def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> list[AiRuntimeJob]:
     """Due pending jobs of the given types in queue order (seed 000 §10), served by
     the partial index on pending rows."""
     return list(
-        AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types).order_by(
-            "priority", "created_at", "id"
-        )[: min(limit, POLL_MAX)]
+        with_public_ids(
+            AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types)
+        ).order_by("priority", "created_at", "id")[: min(limit, POLL_MAX)]
     )
 
 
 def user_jobs(
     *, user: AbstractBaseUser, status: str | None = None, job_type: str | None = None
 ) -> QuerySet[AiRuntimeJob]:
-    jobs = AiRuntimeJob.objects.filter(user=user)
+    jobs = with_public_ids(AiRuntimeJob.objects.filter(user=user))
     if status:
         jobs = jobs.filter(status=status)
     if job_type:
@@ -48,7 +55,7 @@ def user_jobs(
 
 def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
     """The user's job; another user's answers exactly as a missing one."""
-    job = AiRuntimeJob.objects.filter(user=user, id=job_id).first()
+    job = with_public_ids(AiRuntimeJob.objects.filter(user=user, id=job_id)).first()
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} not found")
     return job
@@ -69,7 +76,7 @@ def job_linked(
     if target_type is not None:
         rows = rows.filter(target_type=target_type)
     if target_id is not None:
-        rows = rows.filter(target_id=target_id)
+        rows = rows.filter(target_id=resolve_me(user, target_id))
     if job_id is not None:
         rows = rows.filter(job_id=job_id)
     return rows

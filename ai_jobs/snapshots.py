@@ -2,7 +2,8 @@
 
 A builder of the learning domain (``learning.snapshots.BUILDERS``) turns
 ``(user, target_id)`` into the ``data`` of a snapshot. The base every snapshot
-carries is who the learner is and what the target is.
+carries is who the learner is and what the target is. It is pseudonymous: the
+learner is their opaque public id, never their username or email.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiJobSnapshot
 from learning.snapshots import BUILDERS
 
@@ -22,7 +24,7 @@ SNAPSHOT_SCHEMA_VERSION = "v1"
 
 def build_data(*, user: AbstractBaseUser, target_type: str, target_id: str) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "learner": {"userId": str(user.pk), "username": user.get_username()},
+        "learner": {"userId": public_id_of(user)},
         "target": {"type": target_type, "id": target_id},
     }
     builder = BUILDERS.get(target_type)

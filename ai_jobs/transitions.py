@@ -25,15 +25,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
+from accounts.models import Account
 from ai_jobs.models.jobs import AiRuntimeJob
 from config.sql import fetch, placeholders
+from quotas.models import UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
+# Each job's user by the public id its body carries, read in the transition's own statement.
+_PUBLIC_ID = f"(SELECT a.public_id FROM {Account._meta.db_table} a WHERE a.user_id = {TABLE}.user_id)"
 ACTIVE_SQL = "status IN ('locked', 'running')"
 # Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
 HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
+
+
+def consent_sql() -> str:
+    """The job may go on: its cancel was not requested and its user's AI analysis is
+    on now (no settings row: the default). Consent holds for the job's whole life."""
+    default = "TRUE" if settings.AI_ANALYSIS_ENABLED_BY_DEFAULT else "FALSE"
+    return (
+        f"(cancel_requested = FALSE AND COALESCE((SELECT s.ai_analysis_enabled FROM {UserAiSettings._meta.db_table} s "
+        f"WHERE s.user_id = {TABLE}.user_id), {default}))"
+    )
 
 
 _FIELDS = AiRuntimeJob._meta.concrete_fields
@@ -58,17 +73,21 @@ def _converters() -> list[tuple[int, list[Any], Any]]:
 
 
 def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
-    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs,
-    without the ORM's per-query column introspection (this is the hot path)."""
-    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}"), params)
+    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs, with
+    their user's public id, without the ORM's per-query column introspection (this
+    is the hot path)."""
+    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}, {_PUBLIC_ID}"), params)
     converters = _converters()
     jobs = []
     for row in rows:
-        values = list(row)
+        values = list(row[:-1])
         for index, functions, column in converters:
             for function in functions:
                 values[index] = function(values[index], column, connection)
-        jobs.append(AiRuntimeJob.from_db(connection.alias, _ATTNAMES, values))
+        job = AiRuntimeJob.from_db(connection.alias, _ATTNAMES, values)
+        if row[-1] is not None:
+            job.user_public_id = row[-1]
+        jobs.append(job)
     return jobs
 
 
@@ -132,14 +151,37 @@ def heartbeat(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.time
 
 
 def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> AiRuntimeJob | None:
-    """locked/running → succeeded, by the holder of this very attempt."""
+    """locked/running → succeeded, by the holder of this very attempt, while the
+    user's consent holds (else ``cancel_withdrawn`` ends it)."""
     rows = _jobs(
         f"UPDATE {TABLE} SET status = 'succeeded', finished_at = %s, lock_until = NULL, "
         "error_code = NULL, error_message = NULL, updated_at = %s "
-        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING *",
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s AND {consent_sql()} RETURNING *",
         [now, now, job_id, instance_id, now, attempt_no],
     )
     return rows[0] if rows else None
+
+
+def cancel_withdrawn(*, job_id: str, instance_id: str, now: dt.datetime, attempt_no: int | None = None) -> str | None:
+    """locked/running → cancelled, for the holder (of this attempt, when given), once
+    the job's cancel was requested or its user turned AI analysis off. Returns the
+    job's type, or None when the job is not the caller's or consent still holds."""
+    attempt = " AND attempt_no = %s" if attempt_no is not None else ""
+    rows = fetch(
+        f"UPDATE {TABLE} SET status = 'cancelled', cancel_requested = TRUE, finished_at = %s, lock_until = NULL, "
+        "deadline_ms = NULL, error_code = 'JOB_CANCELLED', error_message = %s, updated_at = %s "
+        f"WHERE {HOLDER_SQL}{attempt} AND NOT {consent_sql()} RETURNING job_type",
+        [
+            now,
+            "Cancelled: the user withdrew consent (cancel, or AI analysis turned off) while a runtime held the job",
+            now,
+            job_id,
+            instance_id,
+            now,
+            *([attempt_no] if attempt_no is not None else []),
+        ],
+    )
+    return rows[0][0] if rows else None
 
 
 @dataclass(frozen=True)

@@ -52,17 +52,19 @@ def main() -> None:
     fresh_database()
     setup_django()
     from django.contrib.auth import get_user_model
-    from rest_framework_simplejwt.tokens import RefreshToken
 
+    from accounts.api.tokens import RefreshToken
     from quotas.models import UserAiSettings
 
     users = [get_user_model().objects.create_user(f"bench{i}") for i in range(args.threads)]
     for user in users:
-        UserAiSettings.objects.create(user=user, max_daily_ai_jobs=10**6, max_daily_token_budget=10**9)
+        UserAiSettings.objects.create(
+            user=user, ai_analysis_enabled=True, max_daily_ai_jobs=10**6, max_daily_token_budget=10**9
+        )
     tokens = [str(RefreshToken.for_user(user).access_token) for user in users]
 
     def job_body(i: int, n: int) -> dict[str, object]:
-        return {"jobType": "learning_state_analysis", "targetType": "user", "targetId": str(users[i].pk)}
+        return {"jobType": "learning_state_analysis", "targetType": "user", "targetId": "me"}
 
     rows = []
     with gunicorn(workers=2, threads=4, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}) as base:

@@ -94,9 +94,12 @@ def create_jobs(count: int, *, mixed: bool) -> None:
     """``count`` pending jobs in one INSERT; mixed: the five job types in turn."""
     from django.contrib.auth import get_user_model
 
+    from accounts.selectors import public_id_of
     from ai_jobs.models import AiRuntimeJob
+    from quotas.models import UserAiSettings
 
     user, _ = get_user_model().objects.get_or_create(username="bench-learner")
+    UserAiSettings.objects.update_or_create(user=user, defaults={"ai_analysis_enabled": True})  # the learner's consent
     kb_id = "kb_bench"
     try:
         from learning.models import KnowledgeBase
@@ -113,7 +116,7 @@ def create_jobs(count: int, *, mixed: bool) -> None:
                 user=user,
                 job_type=job_type,
                 target_type="knowledge_base" if kb_target else "user",
-                target_id=kb_id if kb_target else str(user.pk),
+                target_id=kb_id if kb_target else public_id_of(user),
                 params={"questionCount": 5, "cardCount": 5} if kb_target else {},
             )
         )

@@ -43,14 +43,14 @@ COLUMNS = (
 )
 
 
-def insert_pending(conn: psycopg.Connection, user_id: int, count: int, prefix: str) -> None:
+def insert_pending(conn: psycopg.Connection, user_id: int, count: int, prefix: str, target_id: str = "me") -> None:
     conn.execute(
         f"INSERT INTO ai_runtime_job ({COLUMNS}) SELECT %s || lpad(i::text, 9, '0'), %s, 'learning_state_analysis', "
         "'user', %s, 'pending', 0, 'platform_key', 'deepseek', 'deepseek-chat', 'v1', 'v1', 0, '{}'::jsonb, false, "
         "0, 3, 120, now() - interval '1 minute', now() - interval '1 minute' + i * interval '1 microsecond', now(), "
         "current_date "
         "FROM generate_series(1, %s) AS i",
-        (prefix, user_id, str(user_id), count),
+        (prefix, user_id, target_id, count),
     )
     conn.commit()
 
@@ -264,14 +264,18 @@ def main() -> None:
     setup_django()
     from django.contrib.auth import get_user_model
 
+    from accounts.selectors import public_id_of
+    from quotas.models import UserAiSettings
+
     user = get_user_model().objects.create_user("bench")
+    UserAiSettings.objects.create(user=user, ai_analysis_enabled=True)  # the learner's consent
     conn = psycopg.connect(BENCH_DB_URL)
 
     def reset() -> None:
         conn.execute(
             "TRUNCATE ai_runtime_result, ai_runtime_job, quota_user_ai_usage, quota_platform_daily_usage CASCADE"
         )
-        insert_pending(conn, user.pk, args.jobs, "job_bench_")
+        insert_pending(conn, user.pk, args.jobs, "job_bench_", public_id_of(user))
         conn.execute("VACUUM ANALYZE ai_runtime_job")
 
     conn.autocommit = True

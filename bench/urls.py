@@ -5,6 +5,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 
 
@@ -13,7 +14,10 @@ class BareInsertView(APIView):
 
     def post(self, request: Request) -> Response:
         job = AiRuntimeJob.objects.create(
-            user=request.user, job_type=request.data["jobType"], target_type="user", target_id=str(request.user.pk)
+            user=request.user,
+            job_type=request.data["jobType"],
+            target_type="user",
+            target_id=public_id_of(request.user),
         )
         return Response({"jobId": job.id, "status": job.status}, status=201)
 

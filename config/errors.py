@@ -83,7 +83,8 @@ class ErrorCode(Enum):
 class RuntimeErrorCode(Enum):
     """Seed 002 §1.3: what a runtime reports through ``/fail``, with the retryable
     column that decides between another attempt and a final failure. Seed 002 (the
-    later document) wins over seed 000 for ``JOB_TIMEOUT``: not retryable."""
+    later document) wins over seed 000 for ``JOB_TIMEOUT``: not retryable. Seed 000's
+    own names are taken too, so a runtime written against either seed is understood."""
 
     JOB_CANCELLED = ("JOB_CANCELLED", False)
     JOB_TIMEOUT = ("JOB_TIMEOUT", False)
@@ -96,6 +97,11 @@ class RuntimeErrorCode(Enum):
     UNSUPPORTED_JOB_TYPE = ("UNSUPPORTED_JOB_TYPE", False)
     MODEL_RESPONSE_INVALID = ("MODEL_RESPONSE_INVALID", False)
     MODEL_JSON_PARSE_FAILED = ("MODEL_JSON_PARSE_FAILED", False)
+    # Seed 000 §6.3's names, with seed 000's retryable column (contract §3).
+    NETWORK_ERROR = ("NETWORK_ERROR", True)
+    TEMPORARY_PROVIDER_ERROR = ("TEMPORARY_PROVIDER_ERROR", True)
+    INVALID_SCHEMA = ("INVALID_SCHEMA", False)
+    INVALID_CREDENTIAL = ("INVALID_CREDENTIAL", False)
 
     def __init__(self, code: str, retryable: bool) -> None:
         self.code = code

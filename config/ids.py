@@ -19,5 +19,7 @@ def _base32(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{_base32(time.time_ns() // 1_000_000, 10)}{_base32(secrets.randbits(80), 16)}"
+def new_id(prefix: str, *, at_ms: int | None = None) -> str:
+    """A new id; ``at_ms`` dates it at another moment (a backfill of old rows)."""
+    moment = time.time_ns() // 1_000_000 if at_ms is None else at_ms
+    return f"{prefix}_{_base32(moment, 10)}{_base32(secrets.randbits(80), 16)}"

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework_simplejwt",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "accounts",
     "ai_jobs",
     "learning",
     "credentials",
@@ -145,15 +146,18 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     # Users authenticate with JWT; the internal and model-asynch APIs name their own.
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework_simplejwt.authentication.JWTAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.api.tokens.UserJWTAuthentication"],
     "DEFAULT_PAGINATION_CLASS": "config.pagination.ContractCursorPagination",
     "PAGE_SIZE": 20,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.StorableJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.schema.ContractAutoSchema",
     "EXCEPTION_HANDLER": "config.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    # The client's address for the per-IP throttles: REMOTE_ADDR, or with NUM_PROXIES
+    # trusted proxies in front, the address they put in X-Forwarded-For.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
 }
 
 SPECTACULAR_SETTINGS = {
@@ -238,10 +242,24 @@ SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("JWT_ACCESS_MINUTES", default=30)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("JWT_REFRESH_DAYS", default=7)),
     "AUTH_HEADER_TYPES": ("Bearer",),
+    # A token names its user by the opaque public id (accounts), never the integer key.
+    "USER_ID_FIELD": "account__public_id",
+    "USER_ID_CLAIM": "sub",
+    "TOKEN_OBTAIN_SERIALIZER": "accounts.api.tokens.TokenObtainSerializer",
+    "TOKEN_REFRESH_SERIALIZER": "accounts.api.tokens.TokenRefreshSerializer",
 }
-# Users may turn AI analysis off at any time (their pending jobs are cancelled);
-# a deployment that wants explicit opt-in sets this to False.
-AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=True)
+# Accounts (contract §2): learners register themselves unless this is off; /auth/* is
+# throttled per client IP and per username.
+ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=True)
+AUTH_THROTTLE_RATE = env.str("AUTH_THROTTLE_RATE", default="10/min")
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# AI analysis is the learner's consent (seed 002 §1.2): off for a new user unless this says otherwise.
+AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=False)
 AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)
 AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET = env.int("AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET", default=100_000)
 PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_000_000)

@@ -1,7 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
-from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from config.schema import SchemaView
 from ops import dashboard
@@ -12,8 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", SchemaView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("auth/token", TokenObtainPairView.as_view(), name="token"),
-    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path("auth/", include("accounts.api.urls")),
     path("internal/runtime/", include("ai_jobs.api.internal_urls")),
     path("ai/", include("ai_jobs.api.user_urls")),
     path("ai/", include("credentials.api.urls")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from accounts.selectors import names_user
 from config.errors import DomainError, ErrorCode
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
 
@@ -106,11 +107,11 @@ def learning_profile_data(*, user: AbstractBaseUser) -> dict[str, object]:
 def target_exists_for_user(*, user: AbstractBaseUser, target_type: str, target_id: str) -> bool:
     """Whether ``target_id`` names an object of ``target_type`` that belongs to
     ``user`` (contract §4, step 3 of ``POST /ai/jobs``). ``user`` targets the
-    learner themself: ``target_id`` must be ``str(user.pk)``. An unknown target
-    type is ``False``."""
+    learner themself: ``target_id`` is ``"me"`` or their public id (contract §2),
+    never the database's key. An unknown target type is ``False``."""
     target_id = str(target_id)
     if target_type == TARGET_USER:
-        return target_id == str(user.pk)
+        return names_user(user, target_id)
     model = {
         TARGET_KNOWLEDGE_BASE: KnowledgeBase,
         TARGET_MATERIAL: Material,

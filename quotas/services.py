@@ -33,9 +33,19 @@ from quotas.models import (
 
 logger = logging.getLogger(__name__)
 
-# Failures that say the platform's model is in trouble; a bad snapshot does not.
+# Failures that say the platform's model is in trouble; a bad snapshot does not (seed
+# 000's NETWORK_ERROR, TEMPORARY_PROVIDER_ERROR and INVALID_SCHEMA are its names for three of them).
 MODEL_FAILURE_CODES = frozenset(
-    {"MODEL_TIMEOUT", "MODEL_RATE_LIMIT", "MODEL_NETWORK_ERROR", "MODEL_RESPONSE_INVALID", "MODEL_JSON_PARSE_FAILED"}
+    {
+        "MODEL_TIMEOUT",
+        "MODEL_RATE_LIMIT",
+        "MODEL_NETWORK_ERROR",
+        "MODEL_RESPONSE_INVALID",
+        "MODEL_JSON_PARSE_FAILED",
+        "NETWORK_ERROR",
+        "TEMPORARY_PROVIDER_ERROR",
+        "INVALID_SCHEMA",
+    }
 )
 
 

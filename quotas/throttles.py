@@ -115,8 +115,11 @@ class FixedWindowThrottle(BaseThrottle):
     def ident(self, request: Request) -> str | None:
         raise NotImplementedError
 
+    def ident_for(self, request: Request, view: APIView) -> str | None:
+        return self.ident(request)
+
     def allow_request(self, request: Request, view: APIView) -> bool:
-        ident = self.ident(request)
+        ident = self.ident_for(request, view)
         if ident is None:
             return True
         limit, period = parse_rate(getattr(settings, self.rate_setting))
@@ -150,3 +153,26 @@ class UserThrottle(FixedWindowThrottle):
     def ident(self, request: Request) -> str | None:
         user = request.user
         return f"user:{user.pk}" if user is not None and user.is_authenticated else None
+
+
+class AuthIpThrottle(FixedWindowThrottle):
+    """``AUTH_THROTTLE_RATE`` per client IP on ``/auth/*``: ``REMOTE_ADDR``, or the
+    address ``NUM_PROXIES`` trusted proxies put in ``X-Forwarded-For``."""
+
+    scope = "auth-ip"
+    rate_setting = "AUTH_THROTTLE_RATE"
+
+    def ident(self, request: Request) -> str | None:
+        return self.get_ident(request) or None
+
+
+class AuthUsernameThrottle(FixedWindowThrottle):
+    """``AUTH_THROTTLE_RATE`` per username on ``/auth/*``, whatever the address: the
+    username the view finds in the request (``throttle_username``), in any case."""
+
+    scope = "auth-user"
+    rate_setting = "AUTH_THROTTLE_RATE"
+
+    def ident_for(self, request: Request, view: APIView) -> str | None:
+        name = getattr(view, "throttle_username", lambda _request: None)(request)
+        return f"user:{name.lower()}" if name else None

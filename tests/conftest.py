@@ -17,6 +17,7 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.PLATFORM_DEEPSEEK_API_KEY = "sk-platform-test-key"
     settings.RUNTIME_THROTTLE_RATE = "100000/min"
     settings.USER_THROTTLE_RATE = "100000/min"
+    settings.AUTH_THROTTLE_RATE = "100000/min"
     cache.clear()
 
 

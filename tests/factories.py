@@ -3,10 +3,14 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
+from quotas.models import UserAiSettings
 
 
 class UserFactory(factory.django.DjangoModelFactory):
+    """A fresh user: AI analysis off, as for every new user (contract §4 step 4)."""
+
     class Meta:
         model = get_user_model()
 
@@ -14,14 +18,27 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("pw-123456")
 
 
+def consent(user) -> None:
+    """The user turns AI analysis on (their consent)."""
+    UserAiSettings.objects.update_or_create(user=user, defaults={"ai_analysis_enabled": True})
+
+
 class JobFactory(factory.django.DjangoModelFactory):
+    """A job of a user who consented to AI analysis (every job made through the API is)."""
+
     class Meta:
         model = AiRuntimeJob
+        skip_postgeneration_save = True
 
     user = factory.SubFactory(UserFactory)
     job_type = "learning_state_analysis"
     target_type = "user"
-    target_id = factory.LazyAttribute(lambda job: str(job.user.pk))
+    target_id = factory.LazyAttribute(lambda job: public_id_of(job.user))
+
+    @factory.post_generation
+    def consented(job, create: bool, extracted: bool | None, **kwargs) -> None:
+        if create and extracted is not False:
+            consent(job.user)
 
 
 # Outputs that match each job type's v1 schema (contract §5).

@@ -3,7 +3,7 @@ imports that point down the layers, and no import inside a function to get round
 either. Read from the source by grimp, so a new cycle or an upward import fails the
 suite the moment it is written.
 
-    config  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
+    config  ←  accounts  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
     config  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives)
     ops: what operators watch (metrics, probes, the dashboard), over every app
     runtime_worker: a client; of the server only the output schemas and the error code names
@@ -19,10 +19,11 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("ai_jobs", "asynch", "config", "credentials", "learning", "ops", "quotas", "runtime_worker")
+PACKAGES = ("accounts", "ai_jobs", "asynch", "config", "credentials", "learning", "ops", "quotas", "runtime_worker")
 
 # The stack: an app's domain modules import only its own and those of apps below it.
-RANK = {"config": 0, "learning": 1, "credentials": 1, "quotas": 1, "ai_jobs": 2}
+# accounts (users' public ids) sits on config, below every app that names a user.
+RANK = {"config": 0, "accounts": 1, "learning": 2, "credentials": 2, "quotas": 2, "ai_jobs": 3}
 ASIDE = {"asynch"}  # beside ai_jobs: its own modules and config only
 CLIENT = "runtime_worker"
 CLIENT_SHARES = {"ai_jobs.output_schemas", "config.errors"}
@@ -165,6 +166,8 @@ def test_the_checks_find_a_planted_cycle_and_upward_imports():
         ("ai_jobs.services", "ai_jobs.api.views"),  # a service importing its API
         ("ai_jobs.api.views", "ai_jobs.services"),
         ("learning.services", "credentials.models"),  # siblings are independent
+        ("accounts.services", "quotas.models"),  # accounts is below the apps that name users
+        ("learning.selectors", "accounts.selectors"),
         ("asynch.services", "credentials.crypto"),  # asynch shares only config
         ("runtime_worker.job", "ai_jobs.models"),  # the runtime is a client
         ("runtime_worker.job", "ai_jobs.output_schemas"),
@@ -177,6 +180,7 @@ def test_the_checks_find_a_planted_cycle_and_upward_imports():
         planted.add_import(importer=importer, imported=imported)
     assert cycles(planted) == [["ai_jobs.api.views", "ai_jobs.services"]]
     assert layer_violations(planted) == [
+        "accounts.services -> quotas.models",
         "ai_jobs.admin -> ops.dashboard",
         "ai_jobs.services -> ai_jobs.api.views",
         "asynch.services -> credentials.crypto",

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
-from rest_framework_simplejwt.tokens import AccessToken
 
+from accounts.api.tokens import AccessToken
 from asynch import crypto, services
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, TenantApiKey
 from tests.asynch_fixtures import error_code, make_model, tenant_client

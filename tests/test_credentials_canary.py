@@ -21,13 +21,13 @@ from django.core import mail
 from django.db import connection
 from django.test import Client, RequestFactory
 from django.views.debug import ExceptionReporter
-from rest_framework_simplejwt.tokens import AccessToken
 
+from accounts.api.tokens import AccessToken
 from ai_jobs.models import AiRuntimeJob
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter
 from credentials import crypto
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import UserFactory
+from tests.factories import UserFactory, consent
 from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     Provider,
     client_for,
@@ -102,6 +102,7 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
 ):
     first, second, third = (f"sk-canary{secrets.token_hex(12)}" for _ in range(3))
     canaries = (first, second, third)
+    consent(user)
     client = client_for(user)
     seen: list[tuple[str, str]] = []  # (what, everything the client got back)
 
@@ -129,7 +130,7 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
     job_body = {
         "jobType": "learning_state_analysis",
         "targetType": "user",
-        "targetId": str(user.pk),
+        "targetId": "me",
         "apiKeyMode": "user_deepseek_key",
         "credentialId": cred_id,
         "idempotencyKey": "canary",

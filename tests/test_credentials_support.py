@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.conf import LazySettings
 from rest_framework.test import APIClient
-from rest_framework_simplejwt.tokens import AccessToken
 
+from accounts.api.tokens import AccessToken
 from credentials import services
 from credentials.models import Credential
 

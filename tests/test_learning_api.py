@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.selectors import public_id_of
 from learning import selectors, services
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
 from tests.conftest import error_code
@@ -384,8 +385,9 @@ def test_target_exists_for_user_only_for_the_users_own_targets(user, other_user)
     def exists(target_type: str, target_id: str) -> bool:
         return selectors.target_exists_for_user(user=user, target_type=target_type, target_id=target_id)
 
-    assert exists("user", str(user.pk))
-    assert not exists("user", str(other_user.pk))
+    assert exists("user", "me") and exists("user", public_id_of(user))
+    assert not exists("user", str(user.pk))  # the database's key names no one on the wire (contract §2)
+    assert not exists("user", public_id_of(other_user))
     assert exists("knowledge_base", kp.knowledge_base_id)
     assert exists("knowledge_point", kp.id)
     assert exists("material", material.id)

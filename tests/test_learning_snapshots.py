@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
+from accounts.selectors import public_id_of
 from ai_jobs.snapshots import build_data, snapshot_create
 from learning import snapshots
 from learning.models import StudyRecord
@@ -92,8 +93,9 @@ def test_study_days_are_the_learners_local_dates(user):
 
 
 def test_user_snapshot_numbers(user, learning):
-    data = build_data(user=user, target_type="user", target_id=str(user.pk))
-    assert data["learner"]["userId"] == str(user.pk) and data["target"] == {"type": "user", "id": str(user.pk)}
+    data = build_data(user=user, target_type="user", target_id=public_id_of(user))
+    assert data["learner"] == {"userId": public_id_of(user)}  # pseudonymous: no username, no email
+    assert data["target"] == {"type": "user", "id": public_id_of(user)}
     assert data["learningSnapshotVersion"] == "v1" and data["targetFound"] is True
     assert data["timezone"] == "UTC"
     assert data["profile"]["goals"] == "Pass algebra" and data["profile"]["preferredStudyTime"] == "evening"
@@ -149,7 +151,7 @@ def test_user_snapshot_numbers(user, learning):
 
 
 def test_user_snapshot_of_a_learner_with_no_data(user):
-    data = build_data(user=user, target_type="user", target_id=str(user.pk))
+    data = build_data(user=user, target_type="user", target_id=public_id_of(user))
     assert data["overall"]["attemptCount"] == 0 and data["overall"]["accuracy"] is None
     assert data["overall"]["currentStreakDays"] == 0 and data["overall"]["longestStreakDays"] == 0
     assert data["knowledgePoints"] == [] and data["recentAttempts"] == [] and data["knowledgeBases"] == []
@@ -218,7 +220,7 @@ def test_another_users_or_a_missing_target_gives_no_data_of_it(user, target_type
         "knowledge_base": record.knowledge_point.knowledge_base_id,
         "material": material.id,
         "knowledge_point": record.knowledge_point_id,
-        "user": str(other.pk),
+        "user": public_id_of(other),
     }[target_type]
     data = build_data(user=user, target_type=target_type, target_id=target_id)
     assert data["targetFound"] is False and data["stats"] is None
@@ -265,7 +267,7 @@ def test_a_large_knowledge_base_is_built_in_a_bounded_number_of_queries(user, dj
     assert data["stats"]["attemptCount"] == 500 and data["stats"]["knowledgePointsStudied"] == 250
 
     with django_assert_max_num_queries(14):
-        build_data(user=user, target_type="user", target_id=str(user.pk))
+        build_data(user=user, target_type="user", target_id=public_id_of(user))
     with django_assert_max_num_queries(14):
         build_data(user=user, target_type="knowledge_point", target_id=points[0].id)
 
@@ -274,7 +276,7 @@ def test_the_user_snapshot_bounds_knowledge_bases(user, django_assert_max_num_qu
     for _ in range(snapshots.MAX_KNOWLEDGE_BASES + 5):
         KnowledgePointFactory(knowledge_base__user=user)
     with django_assert_max_num_queries(14):
-        data = build_data(user=user, target_type="user", target_id=str(user.pk))
+        data = build_data(user=user, target_type="user", target_id=public_id_of(user))
     assert len(data["knowledgeBases"]) == snapshots.MAX_KNOWLEDGE_BASES
     assert data["knowledgeBasesTotal"] == snapshots.MAX_KNOWLEDGE_BASES + 5 and data["knowledgeBasesTruncated"] is True
     assert all(kb["knowledgePointCount"] == 1 for kb in data["knowledgeBases"])

@@ -8,6 +8,7 @@ import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
+from accounts.selectors import public_id_of
 from ai_jobs import notifications, tasks
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult, Notification
 from ai_jobs.services import result_persist
@@ -50,7 +51,7 @@ def test_the_notification_is_sent_after_the_result_commits(runtime, user, django
     assert item["id"] == notice.id and item["jobId"] == job.id and item["jobType"] == "learning_state_analysis"
     assert item["kind"] == "job_succeeded" and item["title"] == "Learning analysis ready"
     assert item["message"] == "Mastery 72.5/100, level proficient." and item["isRead"] is False
-    assert (item["targetType"], item["targetId"]) == ("user", str(user.pk))
+    assert (item["targetType"], item["targetId"]) == ("user", public_id_of(user))
 
 
 def test_a_rolled_back_result_sends_nothing(runtime, user, django_capture_on_commit_callbacks):

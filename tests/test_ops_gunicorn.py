@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from rest_framework_simplejwt.tokens import AccessToken
 
-from tests.factories import VALID_OUTPUTS, UserFactory
+from accounts.api.tokens import AccessToken
+from tests.factories import VALID_OUTPUTS, UserFactory, consent
 from tests.ops_support import Gunicorn, PrivateRedis, Scrape, gunicorn
 from tests.runtime_fixtures import wait_for
 
@@ -53,13 +53,14 @@ def workers_that_answered(server: Gunicorn, request_ids: set[str]) -> set[int]:
 
 def test_every_worker_reports_the_same_queue_and_counters_through_a_job_s_life(server: Gunicorn):
     user = UserFactory()
+    consent(user)
     learner = {"Authorization": f"Bearer {AccessToken.for_user(user)}"}
     before = scrapes(server, 6)[0][1].value("aijobs_jobs_finished_total", status="succeeded")
     for n in range(3):
         body = {
             "jobType": "learning_state_analysis",
             "targetType": "user",
-            "targetId": str(user.pk),
+            "targetId": "me",
             "idempotencyKey": f"k{n}",
         }
         created = requests.post(server.url + "/ai/jobs", json=body, headers=learner, timeout=10)

@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from rest_framework.test import APIClient
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import (
     AiLearningAnalysis,
     AiRuntimeJob,
@@ -154,8 +155,10 @@ def test_recommendations_keep_only_targets_that_are_the_users_own(runtime):
         "recommendations": [
             {**entry, "title": "Read", "targetType": "material", "targetId": material.id},
             {**entry, "title": "Steal", "targetType": "material", "targetId": foreign.id},
-            {**entry, "title": "Me", "targetType": "user", "targetId": str(user.pk)},
-            {**entry, "title": "Someone", "targetType": "user", "targetId": str(foreign.user.pk)},
+            {**entry, "title": "Me", "targetType": "user", "targetId": public_id_of(user)},
+            {**entry, "title": "Me too", "targetType": "user", "targetId": "me"},
+            {**entry, "title": "Not by key", "targetType": "user", "targetId": str(user.pk)},
+            {**entry, "title": "Someone", "targetType": "user", "targetId": public_id_of(foreign.user)},
             {**entry, "title": "Odd", "targetType": "planet", "targetId": "mars"},
             {**entry, "title": "Plain", "actionType": "rest", "priority": 5, "estimatedMinutes": 30},
         ]
@@ -165,15 +168,17 @@ def test_recommendations_keep_only_targets_that_are_the_users_own(runtime):
     assert [(r["title"], r["actionTargetType"], r["actionTargetId"]) for r in results] == [
         ("Read", "material", material.id),
         ("Steal", None, None),
-        ("Me", "user", str(user.pk)),
+        ("Me", "user", public_id_of(user)),
+        ("Me too", "user", public_id_of(user)),
+        ("Not by key", None, None),
         ("Someone", None, None),
         ("Odd", None, None),
         ("Plain", None, None),
     ]
     plain = results[-1]
     assert (plain["actionType"], plain["priority"], plain["estimatedMinutes"]) == ("rest", 5, 30)
-    assert all((r["targetType"], r["targetId"]) == ("user", str(user.pk)) for r in results)
-    assert NextActionRecommendation.objects.count() == 6
+    assert all((r["targetType"], r["targetId"]) == ("user", public_id_of(user)) for r in results)
+    assert NextActionRecommendation.objects.count() == 8
 
 
 # --- quiz questions and flashcards ----------------------------------------------------------------

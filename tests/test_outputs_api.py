@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from accounts.selectors import public_id_of
 from tests.conftest import RuntimeClient
 from tests.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.learning_factories import KnowledgeBaseFactory
@@ -62,7 +63,8 @@ def test_lists_are_newest_first_and_filter_by_target_and_job(runtime, user):
     assert job_ids() == [on_other_base.id, on_base.id, on_user.id]
     assert job_ids(targetType="knowledge_base") == [on_other_base.id, on_base.id]
     assert job_ids(targetType="knowledge_base", targetId="kb_a") == [on_base.id]
-    assert job_ids(targetId=str(user.pk)) == [on_user.id]
+    assert job_ids(targetId=public_id_of(user)) == [on_user.id]
+    assert job_ids(targetType="user", targetId="me") == [on_user.id]
     assert job_ids(jobId=on_user.id) == [on_user.id]
     assert job_ids(jobId="job_missing") == []
 

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
@@ -163,7 +164,7 @@ def test_snapshot_is_built_when_missing_and_rebuilt_when_expired(runtime):
     assert first.status_code == 200
     body = first.json()
     assert body["jobId"] == job.id and body["targetType"] == "user" and body["schemaVersion"] == "v1"
-    assert body["data"]["learner"]["userId"] == str(job.user_id)
+    assert body["data"]["learner"] == {"userId": public_id_of(job.user)} == {"userId": body["userId"]}
     assert runtime.get(f"jobs/{job.id}/snapshot").json()["snapshotId"] == body["snapshotId"]
     job.refresh_from_db()
     type(job.snapshot).objects.filter(id=job.snapshot_id).update(expires_at=timezone.now() - dt.timedelta(seconds=1))

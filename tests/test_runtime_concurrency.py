@@ -10,9 +10,10 @@ from typing import TypeVar
 import pytest
 from django.db import connection
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from tests.conftest import RuntimeClient
-from tests.factories import UserFactory
+from tests.factories import UserFactory, consent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -45,8 +46,9 @@ def run_together(count: int, work: Callable[[int], T]) -> list[T]:
 
 def _pending_jobs(count: int) -> list[str]:
     user = UserFactory()
+    consent(user)
     jobs = AiRuntimeJob.objects.bulk_create(
-        AiRuntimeJob(user=user, job_type="learning_state_analysis", target_type="user", target_id=str(user.pk))
+        AiRuntimeJob(user=user, job_type="learning_state_analysis", target_type="user", target_id=public_id_of(user))
         for _ in range(count)
     )
     return [job.id for job in jobs]

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from accounts.selectors import public_id_of
 from ai_jobs import output_schemas, services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from tests import runtime_fixtures
 from tests.conftest import ALL_TYPES
-from tests.factories import JobFactory, UserFactory
+from tests.factories import JobFactory, UserFactory, consent
 from tests.runtime_fixtures import LEASE_SECONDS, PLATFORM_KEY, spawn_runtime, wait_for
 
 # The servers and runtimes of tests/runtime_fixtures.py, as this module's fixtures.
@@ -34,7 +35,7 @@ def _target(user, job_type: str) -> tuple[str, str]:
     """Quiz and flashcard jobs need a knowledge base (contract §4); the others
     analyse the learner."""
     if job_type not in ("quiz_generation", "flashcard_generation"):
-        return "user", str(user.pk)
+        return "user", public_id_of(user)
     try:
         from learning.models import KnowledgeBase
     except ImportError:  # the learning domain is not there yet
@@ -96,6 +97,7 @@ def test_jobs_created_through_the_user_api_end_with_their_records(api_server, st
     # The server checks passwords with Django's default hashers, not the tests' fast MD5.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     user = UserFactory(password="pw-e2e-123456")
+    consent(user)
     session = requests.Session()
     login = session.post(f"{api_server}/auth/token", json={"username": user.username, "password": "pw-e2e-123456"})
     assert login.status_code == 200, login.text
@@ -108,7 +110,7 @@ def test_jobs_created_through_the_user_api_end_with_their_records(api_server, st
         body = {
             "jobType": job_type,
             "targetType": "knowledge_base" if on_kb else "user",
-            "targetId": kb.json()["id"] if on_kb else str(user.pk),
+            "targetId": kb.json()["id"] if on_kb else public_id_of(user),
             "apiKeyMode": "platform_key",
             "idempotencyKey": uuid.uuid4().hex,
             **({"questionCount": 3, "cardCount": 3} if on_kb else {}),
@@ -255,7 +257,7 @@ def test_sigterm_lets_a_running_job_finish_then_reports_what_outlives_the_grace(
 def test_a_runtime_killed_in_the_middle_of_200_jobs_loses_none_and_doubles_none(api_server, standin, tmp_path: Path):
     standin.model.add_faults([{"delay": 0.1, "times": None}])  # most of a job's time is its model call
     user = UserFactory()
-    jobs = JobFactory.create_batch(200, user=user, target_id=str(user.pk))
+    jobs = JobFactory.create_batch(200, user=user, target_id=public_id_of(user))
     victim = spawn_runtime(api_server, "rt-victim", tmp_path / "victim.log", concurrency=4)
     survivor = spawn_runtime(api_server, "rt-survivor", tmp_path / "survivor.log", concurrency=4)
     try:

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.services import creation
 from quotas import services as quotas
@@ -42,7 +43,7 @@ def test_a_job_is_created_pending_with_its_snapshot_and_counted(learner):
     ):
         assert field in body
     job = AiRuntimeJob.objects.get(id=body["jobId"])
-    assert job.snapshot is not None and job.snapshot.payload["learner"]["userId"] == str(learner.user.pk)
+    assert job.snapshot is not None and job.snapshot.payload["learner"] == {"userId": public_id_of(learner.user)}
     usage = UserAiUsage.objects.get(user=learner.user, api_key_mode="platform_key")
     assert usage.job_count == 1
 
@@ -61,7 +62,7 @@ def test_login_with_a_jwt_then_create(client):
     assert "access" in refreshed
     response = client.post(
         "/ai/jobs",
-        {"jobType": "next_action_planning", "targetType": "user", "targetId": str(learner.user.pk)},
+        {"jobType": "next_action_planning", "targetType": "user", "targetId": "me"},
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {tokens['access']}",
     )
@@ -114,7 +115,7 @@ def test_the_same_idempotency_key_answers_the_existing_job_with_200(learner):
 def test_an_identical_request_whose_twin_commits_between_its_idempotency_and_quota_checks_answers_the_twin(
     learner, monkeypatch
 ):
-    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=1)
+    UserAiSettings.objects.filter(user=learner.user).update(max_daily_ai_jobs=1)
     twin = learner.job(idempotencyKey="last-one").json()["jobId"]  # the twin's job takes the day's last slot
     real = creation._existing
     looks = []

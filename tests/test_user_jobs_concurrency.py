@@ -21,7 +21,7 @@ def _code(response) -> str:
 
 def test_50_concurrent_requests_with_3_jobs_left_create_exactly_3():
     learner = Learner()
-    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=3)
+    UserAiSettings.objects.filter(user=learner.user).update(max_daily_ai_jobs=3)
     outcomes = Counter(run_together(50, lambda i: _code(learner.twin().job())))
     assert outcomes == {"created": 3, "DAILY_JOB_LIMIT_EXCEEDED": 47}
     assert AiRuntimeJob.objects.filter(user=learner.user).count() == 3
@@ -47,7 +47,7 @@ def test_a_half_open_breaker_admits_two_platform_jobs_even_under_a_rush():
 
 def test_identical_requests_at_the_limit_all_answer_the_one_job_they_made():
     learner = Learner()
-    UserAiSettings.objects.create(user=learner.user, max_daily_ai_jobs=1)
+    UserAiSettings.objects.filter(user=learner.user).update(max_daily_ai_jobs=1)
     responses = run_together(12, lambda i: learner.twin().job(idempotencyKey="last-one"))
     assert sorted({r.status_code for r in responses}) == [200, 201]
     assert len({r.json()["jobId"] for r in responses}) == 1

@@ -7,13 +7,17 @@ from typing import Any
 from rest_framework.test import APIClient
 
 from credentials import services as credential_services
-from tests.factories import UserFactory
+from tests.factories import UserFactory, consent
 from tests.learning_factories import KnowledgeBaseFactory
 
 
 class Learner:
-    def __init__(self, **user_fields: Any) -> None:
+    """A learner who turned AI analysis on (``consented=False``: one who has not)."""
+
+    def __init__(self, *, consented: bool = True, **user_fields: Any) -> None:
         self.user = UserFactory(**user_fields)
+        if consented:
+            consent(self.user)
         self.client = APIClient()
         self.client.force_authenticate(self.user)
 
@@ -26,7 +30,7 @@ class Learner:
         return twin
 
     def job(self, job_type: str = "learning_state_analysis", **body: Any):
-        payload = {"jobType": job_type, "targetType": "user", "targetId": str(self.user.pk), **body}
+        payload = {"jobType": job_type, "targetType": "user", "targetId": "me", **body}
         return self.client.post("/ai/jobs", payload, format="json")
 
     def quiz(self, **body: Any):

@@ -55,7 +55,7 @@ class JobSerializer(serializers.Serializer):
     jobType = serializers.CharField(source="job_type")
     targetType = serializers.CharField(source="target_type")
     targetId = serializers.CharField(source="target_id")
-    userId = serializers.CharField(source="user_id")
+    userId = serializers.CharField(source="user_public_id", help_text="The user's opaque id (usr_…)")
     status = serializers.CharField()
     priority = serializers.IntegerField()
     apiKeyMode = serializers.CharField(source="api_key_mode")
@@ -123,7 +123,7 @@ class HeartbeatSerializer(serializers.Serializer):
 
 class SnapshotSerializer(serializers.Serializer):
     snapshotId = serializers.CharField(source="id")
-    userId = serializers.CharField(source="user_id")
+    userId = serializers.CharField(source="user_public_id", help_text="The learner's opaque id (usr_…)")
     targetType = serializers.CharField(source="target_type")
     targetId = serializers.CharField(source="target_id")
     schemaVersion = serializers.CharField(source="schema_version")

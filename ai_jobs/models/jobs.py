@@ -5,12 +5,14 @@ module, in ``ai_jobs.transitions``: nothing else writes ``status``."""
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.selectors import public_id_of
 from config.ids import new_id
 from quotas.models import ApiKeyMode
 
@@ -36,7 +38,28 @@ ACTIVE_STATUSES = (JobStatus.LOCKED.value, JobStatus.RUNNING.value)
 FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
 
 
-class AiRuntimeJob(models.Model):
+class UserPublicId:
+    """``user_public_id``: the row's user by the opaque id its body carries (contract
+    §2). Reads that render rows compute it in their own statement
+    (``selectors.with_public_ids``, the claim's ``RETURNING``); a row loaded without
+    it reads it once."""
+
+    user: Any
+    user_id: int
+
+    @property
+    def user_public_id(self) -> str:
+        value = self.__dict__.get("_user_public_id")
+        if value is None:
+            value = self.__dict__["_user_public_id"] = public_id_of(self.user)
+        return value
+
+    @user_public_id.setter
+    def user_public_id(self, value: str) -> None:
+        self.__dict__["_user_public_id"] = value
+
+
+class AiRuntimeJob(UserPublicId, models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "job"), editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_jobs")
     # One of the registry's (ai_jobs.job_types), checked when a job is created: a new
@@ -134,7 +157,7 @@ class AiRuntimeJob(models.Model):
         return f"{self.id} {self.job_type} [{self.status}]"
 
 
-class AiJobSnapshot(models.Model):
+class AiJobSnapshot(UserPublicId, models.Model):
     """What the runtime is given to analyse: built from the user's learning data for
     one target, versioned by ``schema_version``, rebuilt once ``expires_at`` passes."""
 

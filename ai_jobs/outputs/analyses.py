@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import Model
 
+from accounts.selectors import ME
 from ai_jobs.models import (
     AiLearningAnalysis,
     AiRuntimeJob,
@@ -91,8 +92,8 @@ def _action_target(
     job: AiRuntimeJob, entry: dict[str, Any], own: set[tuple[str, str]]
 ) -> tuple[str | None, str | None]:
     target_type, target_id = entry.get("targetType"), entry.get("targetId")
-    if target_type == TargetType.USER and target_id in (None, str(job.user_id)):
-        return target_type, str(job.user_id)
+    if target_type == TargetType.USER and target_id in (None, ME, job.user_public_id):
+        return target_type, job.user_public_id
     if (target_type, target_id) in own:
         return target_type, target_id
     return None, None

@@ -8,8 +8,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from accounts.selectors import public_id_of, resolve_me
 from ai_jobs import job_types, selectors
-from ai_jobs.models import AiRuntimeJob, ApiKeyMode
+from ai_jobs.models import AiRuntimeJob, ApiKeyMode, TargetType
 from ai_jobs.services.jobs import job_create
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode
@@ -40,8 +41,10 @@ def _existing(
 ) -> AiRuntimeJob | None:
     if not key:
         return None
-    return AiRuntimeJob.objects.filter(
-        user=user, job_type=job_type, target_type=target_type, target_id=target_id, idempotency_key=key
+    return selectors.with_public_ids(
+        AiRuntimeJob.objects.filter(
+            user=user, job_type=job_type, target_type=target_type, target_id=target_id, idempotency_key=key
+        )
     ).first()
 
 
@@ -62,12 +65,15 @@ def job_submit(
     declared = job_types.get(job_type)
     if declared is None:
         raise DomainError(ErrorCode.INVALID_JOB_TYPE, f"jobType must be one of {', '.join(job_types.names())}")
-    # 3. the target type fits the job type, and the target is the user's
+    # 3. the target type fits the job type, and the target is the user's ("me", or
+    # their own public id, for a user target: contract §2)
     if target_type not in declared.target_types:
         raise DomainError(
             ErrorCode.INVALID_TARGET_TYPE,
             f"{job_type} takes targetType {' or '.join(sorted(declared.target_types))}",
         )
+    if target_type == TargetType.USER:
+        target_id = resolve_me(user, target_id)
     if not target_exists_for_user(user=user, target_type=target_type, target_id=target_id):
         raise DomainError(ErrorCode.NOT_FOUND, f"{target_type} {target_id} not found")
     # 4. AI analysis enabled
@@ -125,4 +131,5 @@ def job_submit(
             raise
         return SubmittedJob(job=found, created=False)
     # 11.
+    job.user_public_id = public_id_of(user)
     return SubmittedJob(job=job, created=True)

@@ -68,9 +68,15 @@ def job_create(
 
 def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
     """An operator reruns a failed job: a NEW job that records where it came from
-    (seed 000 §8.3); the failed one stays as it is."""
+    (seed 000 §8.3); the failed one stays as it is. Not for a user who has turned AI
+    analysis off: an operator cannot give consent for them."""
     if job.status != JobStatus.FAILED:
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
+    if not quotas.ai_settings_get(user_id=job.user_id).ai_analysis_enabled:
+        raise DomainError(
+            ErrorCode.AI_ANALYSIS_DISABLED,
+            f"Job {job.id} was not rerun: its user has AI analysis turned off, and only they can turn it on",
+        )
     return job_create(
         user=job.user,
         job_type=job.job_type,
@@ -104,7 +110,7 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
     """Cancel one job; cancelling a cancelled job again is not an error, cancelling
     one that succeeded or failed is."""
     cancelled, requested = jobs_cancel(job_ids=[job_id], reason=reason)
-    job = AiRuntimeJob.objects.filter(id=job_id).first()
+    job = selectors.with_public_ids(AiRuntimeJob.objects.filter(id=job_id)).first()
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
     if not (cancelled or requested or job.status == JobStatus.CANCELLED):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import job_types, metrics, output_schemas, transitions
+from ai_jobs import job_types, metrics, output_schemas, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     AiInvocationLog,
@@ -31,6 +31,7 @@ from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from credentials.services import credential_resolve
 from quotas import services as quotas
+from quotas.models import UserAiSettings
 
 logger = logging.getLogger(__name__)
 
@@ -92,24 +93,56 @@ def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
     return beat
 
 
+def _consents(job: AiRuntimeJob) -> bool:
+    """Whether the job may go on: no cancel requested, and its user's AI analysis on."""
+    if job.cancel_requested:
+        return False
+    try:
+        return bool(job.user.ai_settings.ai_analysis_enabled)
+    except UserAiSettings.DoesNotExist:
+        return bool(settings.AI_ANALYSIS_ENABLED_BY_DEFAULT)
+
+
 def _held_job(job_id: str, instance_id: str) -> AiRuntimeJob:
+    """The job, for the holder of its live lease, while its user's consent holds:
+    once it no longer does, the job ends ``cancelled`` here and the caller gets
+    ``409 JOB_NOT_ACTIVE`` (contract §3: consent holds for the job's whole life)."""
     job = (
-        AiRuntimeJob.objects.select_related("snapshot", "user")
+        selectors.with_public_ids(AiRuntimeJob.objects.select_related("snapshot", "user", "user__ai_settings"))
         .filter(id=job_id, status__in=ACTIVE_STATUSES, locked_by=instance_id, lock_until__gte=timezone.now())
         .first()
     )
     if job is None:
         raise _refuse(job_id, instance_id)
+    if not _consents(job):
+        raise _withdrawn(job_id, instance_id)
     return job
 
 
+def _withdrawn(job_id: str, instance_id: str, attempt_no: int | None = None) -> DomainError:
+    """End a held job whose consent was withdrawn; the error to answer with."""
+    cancelled = transitions.cancel_withdrawn(
+        job_id=job_id, instance_id=instance_id, now=timezone.now(), attempt_no=attempt_no
+    )
+    if cancelled is None:  # it changed meanwhile: say what it is now
+        return _refuse(job_id, instance_id, attempt_no)
+    metrics.jobs_finished(status=JobStatus.CANCELLED, job_types=[cancelled], error_code="JOB_CANCELLED")
+    logger.info("job %s cancelled: its user withdrew consent while runtime %s held it", job_id, instance_id)
+    return DomainError(
+        ErrorCode.JOB_NOT_ACTIVE,
+        f"Job {job_id} is cancelled: its user cancelled it or turned AI analysis off",
+    )
+
+
 def job_snapshot(*, job_id: str, instance_id: str) -> AiJobSnapshot:
-    """The job's snapshot, rebuilt when missing or expired (seed 002 v1.1)."""
+    """The job's snapshot, rebuilt when missing or expired (seed 002 v1.1), while
+    its user's consent holds."""
     job = _held_job(job_id, instance_id)
     snapshot = job.snapshot
     if snapshot is None or snapshot.expires_at <= timezone.now():
         snapshot = snapshot_create(user=job.user, target_type=job.target_type, target_id=job.target_id)
         AiRuntimeJob.objects.filter(id=job.id).update(snapshot=snapshot, updated_at=timezone.now())
+    snapshot.user_public_id = job.user_public_id
     return snapshot
 
 
@@ -164,7 +197,8 @@ def result_submit(
 ) -> SubmittedResult:
     """Accept a job's output: validated against its schema, stored once under
     ``jobId:attemptNo:outputHash`` in the same transaction as the job's move to
-    ``succeeded``. A resubmission of the same output answers as a duplicate."""
+    ``succeeded``. A resubmission of the same output answers as a duplicate. A job
+    whose consent was withdrawn ends ``cancelled`` instead, with nothing stored."""
     digest = output_schemas.output_hash(output)
     key = f"{job_id}:{attempt_no}:{digest}"
     now = timezone.now()
@@ -201,7 +235,8 @@ def result_submit(
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
     existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
     if existing is None:
-        raise _refuse(job_id, instance_id, attempt_no)
+        # Consent withdrawn while the model ran: nothing is stored, published or charged.
+        raise _withdrawn(job_id, instance_id, attempt_no)
     if existing.idempotency_key == key:
         return SubmittedResult(job_id=job_id, result_id=existing.id, duplicate=True)
     raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")

@@ -11,8 +11,8 @@ from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
-from rest_framework_simplejwt.authentication import JWTAuthentication
 
 from asynch import selectors, services
 from asynch.api import serializers as s
@@ -27,6 +27,9 @@ from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
 from config.errors import DomainError, ErrorCode
 from config.pagination import ContractCursorPagination
 
+# A staff user's JWT: the project's user authentication (its DEFAULT_AUTHENTICATION_CLASSES).
+USER_AUTHENTICATION = list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+
 
 def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data, **kwargs)
@@ -35,7 +38,7 @@ def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: 
 
 
 class ModelAdminView(APIView):
-    authentication_classes = [TenantApiKeyAuthentication, JWTAuthentication]
+    authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsModelAdmin]
 
 
@@ -104,7 +107,7 @@ class _StatPages(ContractCursorPagination):
 
 @extend_schema(tags=["model-asynch"], parameters=[s.StatsQuerySerializer], responses=s.StatSerializer(many=True))
 class StatsView(APIView):
-    authentication_classes = [TenantApiKeyAuthentication, JWTAuthentication]
+    authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsTenantOrStaff]
 
     def get(self, request: Request) -> Response:

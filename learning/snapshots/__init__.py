@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models.functions import Left, Length
 
+from accounts.selectors import names_user
 from learning import selectors
 from learning.models import KnowledgePoint, Material, StudyRecord
 from learning.snapshots.parts import (
@@ -72,7 +73,7 @@ __all__ = [
 
 def build_user(user: AbstractBaseUser, target_id: str) -> dict[str, Any]:
     data, _tz, _now = common(user)
-    if str(target_id) != str(user.pk):
+    if not names_user(user, str(target_id)):
         return {
             **data,
             "targetFound": False,

@@ -57,6 +57,7 @@ class CircuitSerializer(serializers.Serializer):
 
 
 class AiProfileSerializer(serializers.Serializer):
+    userId = serializers.CharField(help_text="The caller's opaque id (usr_…): the targetId of their user target")
     aiAnalysisEnabled = serializers.BooleanField()
     timezone = serializers.CharField()
     localDate = serializers.DateField()

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.selectors import public_id_of
 from ai_jobs import services as job_services
 from quotas import services
 from quotas.api import serializers as s
@@ -47,6 +48,7 @@ class AiProfileView(UserView):
             CircuitState.HALF_OPEN: "Platform key on trial: only a few jobs at a time",
         }[CircuitState(breaker.state)]
         body = {
+            "userId": public_id_of(request.user),
             "aiAnalysisEnabled": row.ai_analysis_enabled,
             "timezone": row.timezone,
             "localDate": day,

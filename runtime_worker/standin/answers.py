@@ -233,5 +233,5 @@ def build_output(job_type: str, snapshot: dict[str, Any], params: dict[str, Any]
     if answer is None:
         return {"answer": f"The stand-in has no output for job type {job_type!r}."}
     topics, correct, attempts = _topics(snapshot)
-    name = (snapshot.get("learner") or {}).get("username") or "The learner"
-    return answer(Learner(name=name, topics=topics, correct=correct, attempts=attempts), params)
+    # Snapshots are pseudonymous (no username or email): the learner is "the learner".
+    return answer(Learner(name="The learner", topics=topics, correct=correct, attempts=attempts), params)

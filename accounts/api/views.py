@@ -1,0 +1,93 @@
+"""``/auth/*`` (contract §2): tokens, their refresh, and registration. Each is
+throttled per client IP and per username by ``AUTH_THROTTLE_RATE``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework_simplejwt import views as jwt_views
+from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.settings import api_settings
+from rest_framework_simplejwt.tokens import UntypedToken
+
+from accounts import selectors, services
+from accounts.api import serializers as s
+from accounts.api.tokens import TokenObtainSerializer, TokenRefreshSerializer, token_pair
+from config.errors import DomainError, ErrorCode
+from config.schema import raises
+from quotas.throttles import AuthIpThrottle, AuthUsernameThrottle
+
+THROTTLES = [AuthIpThrottle, AuthUsernameThrottle]
+
+
+def _body_field(request: Request, name: str) -> str | None:
+    data = request.data
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+@extend_schema(tags=["auth"], request=TokenObtainSerializer, responses=s.TokenPairSerializer)
+class TokenView(jwt_views.TokenObtainPairView):
+    """``{"username", "password"}`` → ``{"access", "refresh"}``."""
+
+    serializer_class = TokenObtainSerializer
+    throttle_classes = THROTTLES
+
+    def throttle_username(self, request: Request) -> str | None:
+        return _body_field(request, "username")
+
+    @raises(ErrorCode.UNAUTHORIZED)
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().post(request, *args, **kwargs)
+
+
+@extend_schema(tags=["auth"], request=TokenRefreshSerializer, responses=s.AccessSerializer)
+class TokenRefreshView(jwt_views.TokenRefreshView):
+    """``{"refresh"}`` → ``{"access"}``."""
+
+    serializer_class = TokenRefreshSerializer
+    throttle_classes = THROTTLES
+
+    def throttle_username(self, request: Request) -> str | None:
+        """The refresh token's user, when its signature holds (a forged one counts per IP only)."""
+        token = _body_field(request, "refresh")
+        if token is None:
+            return None
+        try:
+            return str(UntypedToken(token)[api_settings.USER_ID_CLAIM])
+        except (TokenError, KeyError):
+            return None
+
+    @raises(ErrorCode.UNAUTHORIZED)
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().post(request, *args, **kwargs)
+
+
+@extend_schema(tags=["auth"], request=s.RegisterInSerializer, responses={201: s.RegisteredSerializer})
+class RegisterView(APIView):
+    """A learner's own account: ``{"username", "password", "email"?}`` → ``201 {"userId", "access", "refresh"}``;
+    Django's password validators apply; ``ALLOW_REGISTRATION`` off answers 403."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes = THROTTLES
+
+    def throttle_username(self, request: Request) -> str | None:
+        return _body_field(request, "username")
+
+    @raises(ErrorCode.FORBIDDEN)
+    def post(self, request: Request) -> Response:
+        if not settings.ALLOW_REGISTRATION:
+            raise DomainError(ErrorCode.FORBIDDEN, "Registration is turned off on this server")
+        serializer = s.RegisterInSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = services.account_register(**serializer.validated_data)
+        body = {"userId": selectors.public_id_of(user), **token_pair(user)}
+        return Response(s.RegisteredSerializer(body).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,33 @@
+"""A user's public side: the opaque id that stands for them on the wire (contract §1,
+§2: ``userId`` is a string such as ``usr_01j…``, never the database's integer key).
+
+Its own table, one row per ``auth.User``, created with the user (``post_save``) and
+backfilled for the users that existed before it: Django's ``auth.User`` cannot gain
+a column without swapping the user model, which an existing database does not allow.
+Reads that render many users' ids join it (one statement, not one per row)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from config.ids import new_id
+
+PUBLIC_ID_PREFIX = "usr"
+
+
+class Account(models.Model):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="account"
+    )
+    public_id = models.CharField(max_length=40, unique=True, default=partial(new_id, PUBLIC_ID_PREFIX), editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "accounts_account"
+
+    def __str__(self) -> str:
+        return self.public_id

@@ -1,0 +1,45 @@
+"""Reads of users' public ids."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import OuterRef, Subquery
+
+from accounts.models import Account
+
+# ``targetId`` of a ``user`` target that names the caller (contract §2).
+ME = "me"
+
+
+def public_id_of(user: AbstractBaseUser) -> str:
+    """The user's public id: from the joined row when the user was loaded with it
+    (``select_related("account")``, as the JWT authentication does), else one read,
+    kept on the instance."""
+    try:
+        return user.account.public_id  # type: ignore[attr-defined]
+    except Account.DoesNotExist:
+        # A user made without post_save (bulk_create) gets its id on first use.
+        account, _ = Account.objects.get_or_create(user_id=user.pk)
+        user.account = account  # type: ignore[attr-defined]
+        return account.public_id
+
+
+def public_ids_of(user_ids: set[int] | list[int]) -> dict[int, str]:
+    """The public ids of several users, in one statement."""
+    return dict(Account.objects.filter(user_id__in=list(user_ids)).values_list("user_id", "public_id"))
+
+
+def public_id_subquery(user_field: str = "user_id") -> Subquery:
+    """An annotation giving each row the public id of its user, computed by the
+    database in the row's own statement."""
+    return Subquery(Account.objects.filter(user_id=OuterRef(user_field)).values("public_id")[:1])
+
+
+def names_user(user: AbstractBaseUser, target_id: str | None) -> bool:
+    """Whether ``target_id`` names ``user``: ``"me"`` or their own public id."""
+    return target_id == ME or (target_id is not None and target_id == public_id_of(user))
+
+
+def resolve_me(user: AbstractBaseUser, target_id: str) -> str:
+    """``"me"`` as the caller's public id; any other id as it is."""
+    return public_id_of(user) if target_id == ME else target_id
