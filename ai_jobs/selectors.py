@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, Max, Model, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, Exists, Max, Model, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncMinute
 
 from accounts.selectors import public_id_subquery, resolve_me
@@ -22,6 +23,8 @@ from ai_jobs.models import (
     RuntimeInstance,
 )
 from config.errors import DomainError, ErrorCode
+from quotas import services as quotas
+from quotas.models import CircuitState, PlatformCircuitBreaker
 
 POLL_MAX = 50
 
@@ -34,12 +37,22 @@ def with_public_ids(jobs: QuerySet[AiRuntimeJob]) -> QuerySet[AiRuntimeJob]:
 
 def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> list[AiRuntimeJob]:
     """Due pending jobs of the given types in queue order (seed 000 §10), served by
-    the partial index on pending rows."""
-    return list(
-        with_public_ids(
-            AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types)
-        ).order_by("priority", "created_at", "id")[: min(limit, POLL_MAX)]
-    )
+    the partial index on pending rows; platform-key ones only while the breaker is
+    closed, and while it is half-open as many as may still start (contract §3)."""
+    limit = min(limit, POLL_MAX)
+    due = with_public_ids(
+        AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types)
+    ).order_by("priority", "created_at", "id")
+    platform = Q(api_key_mode=ApiKeyMode.PLATFORM_KEY)
+    breaker = PlatformCircuitBreaker.objects.filter(id=1).exclude(state=CircuitState.CLOSED)
+    jobs = list(due.filter(~platform | ~Exists(breaker))[:limit])
+    if len(jobs) < limit and quotas.breaker_state_hint() == CircuitState.HALF_OPEN:
+        free = settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS - leased_platform_jobs()
+        if free > 0:
+            trial = due.filter(platform, Exists(breaker.filter(state=CircuitState.HALF_OPEN)))
+            jobs += list(trial[: min(free, limit - len(jobs))])
+            jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return jobs
 
 
 def user_jobs(
@@ -89,6 +102,11 @@ def open_job_ids(*, user: AbstractBaseUser) -> list[str]:
             "id", flat=True
         )
     )
+
+
+def leased_platform_jobs() -> int:
+    """Platform-key jobs locked or running: what a half-open breaker lets run at once."""
+    return AiRuntimeJob.objects.filter(api_key_mode=ApiKeyMode.PLATFORM_KEY, status__in=ACTIVE_STATUSES).count()
 
 
 def active_platform_jobs() -> int:

@@ -31,7 +31,7 @@ from django.db import connection
 from accounts.models import Account
 from ai_jobs.models.jobs import AiRuntimeJob
 from config.sql import fetch, placeholders
-from quotas.models import UserAiSettings
+from quotas.models import PlatformCircuitBreaker, UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
 # Each job's user by the public id its body carries, read in the transition's own statement.
@@ -39,6 +39,15 @@ _PUBLIC_ID = f"(SELECT a.public_id FROM {Account._meta.db_table} a WHERE a.user_
 ACTIVE_SQL = "status IN ('locked', 'running')"
 # Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
 HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
+
+
+# The breaker protects the provider (contract §3): platform-key jobs are handed out
+# only while it is closed (no row yet: closed). Half-open trial jobs are the
+# ``trial`` claim's, under the breaker row's lock.
+PLATFORM_ALLOWED_SQL = (
+    f"(api_key_mode <> 'platform_key' OR NOT EXISTS (SELECT 1 FROM {PlatformCircuitBreaker._meta.db_table} b "
+    "WHERE b.id = 1 AND b.state <> 'closed'))"
+)
 
 
 def consent_sql() -> str:
@@ -101,30 +110,45 @@ _LOCK_SET = (
 )
 
 
-def lock(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta) -> AiRuntimeJob | None:
-    """pending → locked, for one named job (seed 000 §5.1, §5.2)."""
+def lock(
+    *, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta, trial: bool = False
+) -> AiRuntimeJob | None:
+    """pending → locked, for one named job (seed 000 §5.1, §5.2); a platform-key job
+    only while the breaker is closed, or as a half-open ``trial`` (the caller holds
+    the breaker row and counted the trial jobs)."""
+    breaker = "" if trial else f" AND {PLATFORM_ALLOWED_SQL}"
     sql = (
         f"UPDATE {TABLE} SET {_LOCK_SET} WHERE id = %s AND status = 'pending' AND available_at <= %s "
-        "AND (lock_until IS NULL OR lock_until < %s) RETURNING *"
+        f"AND (lock_until IS NULL OR lock_until < %s){breaker} RETURNING *"
     )
     rows = _jobs(sql, [instance_id, now, now + lease, _ms(now), now, job_id, now, now])
     return rows[0] if rows else None
 
 
 def claim(
-    *, job_types: Sequence[str], limit: int, instance_id: str, now: dt.datetime, lease: dt.timedelta
+    *,
+    job_types: Sequence[str],
+    limit: int,
+    instance_id: str,
+    now: dt.datetime,
+    lease: dt.timedelta,
+    trial: bool = False,
 ) -> list[AiRuntimeJob]:
     """pending → locked for the first ``limit`` due jobs of the given types, in
     ``(priority, created_at, id)`` order. ``SKIP LOCKED`` lets any number of runtimes
-    claim at once: each skips the rows another is taking instead of waiting for them."""
+    claim at once: each skips the rows another is taking instead of waiting for them.
+    Platform-key jobs only while the breaker is closed; ``trial``: only platform-key
+    jobs, for a caller holding the half-open breaker's row."""
     if not job_types or limit <= 0:
         return []
+    breaker = "api_key_mode = 'platform_key'" if trial else PLATFORM_ALLOWED_SQL
     skip_locked = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     # A materialized CTE: the inner LIMIT is applied once. ``id IN (SELECT ... LIMIT)``
     # may be re-planned as a join that locks and updates more rows than asked for.
     sql = (
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE status = 'pending' AND available_at <= %s "
-        f"AND job_type IN ({placeholders(job_types)}) ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
+        f"AND job_type IN ({placeholders(job_types)}) AND {breaker} "
+        f"ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
         f"UPDATE {TABLE} SET {_LOCK_SET} WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING *"
     )
     jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now])

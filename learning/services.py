@@ -178,3 +178,9 @@ def learning_profile_update(
         {"goals": goals, "level": level, "preferred_study_time": preferred_study_time, "preferences": preferences},
     )
     return profile
+
+
+def learning_profile_delete(*, user: AbstractBaseUser) -> None:
+    """Forget the user's profile (seed 002 v1.0: learning profile CRUD); reading it
+    afterwards gives the empty one, and the next snapshot carries no profile."""
+    LearningProfile.objects.filter(user=user).delete()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -127,7 +128,25 @@ def usage_record_result(
     """Count a landed result's tokens and cost against the user's day, and for
     platform-key jobs against the platform's day; a success closes a half-open
     breaker. Runs inside the result's transaction."""
-    # The day the job was counted on (its quota_date); a job made outside POST /ai/jobs counts today.
+    usage_record_calls(
+        user_id=user_id,
+        quota_date=quota_date,
+        api_key_mode=api_key_mode,
+        total_tokens=total_tokens,
+        cost_cents=cost_cents,
+    )
+    if api_key_mode == ApiKeyMode.PLATFORM_KEY:
+        breaker_record_success()
+
+
+def usage_record_calls(
+    *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
+) -> None:
+    """Count model calls' tokens and cost against the user's day (the day the job was
+    counted on: its ``quota_date``) and, platform key, the platform's day. Every model
+    call counts (contract §3): the accepted one through its result, the others through
+    their invocation logs. Runs inside the caller's transaction."""
+    # A job made outside POST /ai/jobs has no quota day: it counts today.
     day = quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
     table = UserAiUsage._meta.db_table
     fetch(
@@ -139,7 +158,6 @@ def usage_record_result(
     )
     if api_key_mode == ApiKeyMode.PLATFORM_KEY:
         platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
-        breaker_record_success()
 
 
 # --- the platform's day -----------------------------------------------------------------------------
@@ -210,6 +228,34 @@ def breaker_get() -> PlatformCircuitBreaker:
     return row
 
 
+# The breaker's state as this process last read it: a hint for the claim (whether to
+# look for half-open trial jobs), never a guard; the guards are in the claim's SQL.
+BREAKER_STATE_MAX_AGE_SECONDS = 1.0
+_breaker_seen: tuple[float, str] | None = None
+
+
+def breaker_state_hint() -> str:
+    """The breaker's state, read at most once a second per process."""
+    global _breaker_seen
+    now = time.monotonic()
+    if _breaker_seen is None or now - _breaker_seen[0] >= BREAKER_STATE_MAX_AGE_SECONDS:
+        rows = fetch(f"SELECT state FROM {PlatformCircuitBreaker._meta.db_table} WHERE id = 1", [])
+        _breaker_seen = (now, rows[0][0] if rows else CircuitState.CLOSED.value)
+    return _breaker_seen[1]
+
+
+def breaker_state_forget() -> None:
+    global _breaker_seen
+    _breaker_seen = None
+
+
+def breaker_hold_half_open() -> bool:
+    """Inside a transaction: lock the breaker row if it is half-open, so trial
+    platform-key jobs are admitted one decision at a time. False when it is not half-open."""
+    held = PlatformCircuitBreaker.objects.select_for_update().filter(id=1, state=CircuitState.HALF_OPEN)
+    return bool(list(held.values_list("id", flat=True)))
+
+
 def breaker_transition(*, to: str, actor: str, reason: str, only_from: tuple[str, ...] | None = None) -> bool:
     """Move the breaker to ``to`` with a compare-and-set on its current state, and
     record who and why. False when it was already there or not in ``only_from``."""
@@ -226,6 +272,7 @@ def breaker_transition(*, to: str, actor: str, reason: str, only_from: tuple[str
                 reason=reason,
             )
             if changed:
+                breaker_state_forget()
                 CircuitBreakerEvent.objects.create(
                     from_state=current.state,
                     to_state=to,

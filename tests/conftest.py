@@ -5,6 +5,7 @@ from django.conf import LazySettings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from quotas import services as quota_services
 from tests.factories import UserFactory
 
 RUNTIME_TOKEN = "test-runtime-token"
@@ -19,6 +20,7 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.USER_THROTTLE_RATE = "100000/min"
     settings.AUTH_THROTTLE_RATE = "100000/min"
     cache.clear()
+    quota_services.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
 
 
 class RuntimeClient:

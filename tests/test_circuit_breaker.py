@@ -109,7 +109,8 @@ def test_a_result_counts_tokens_for_the_user_and_the_platform_and_going_over_bud
     assert quotas.platform_usage_today().tokens_used == 1000
     assert quotas.breaker_get().state == CircuitState.OPEN
     assert "token budget" in CircuitBreakerEvent.objects.get().reason
-    assert error_code(learner.job()) == "PLATFORM_CIRCUIT_OPEN"
+    # While today's budget is used up its own code answers (contract §4 step 8), not the breaker's.
+    assert error_code(learner.job()) == "PLATFORM_TOKEN_BUDGET_EXCEEDED"
 
 
 def test_user_key_results_are_not_counted_against_the_platform():

@@ -80,9 +80,16 @@ def test_poll_clamps_the_limit_to_50_and_returns_an_empty_list_when_idle(runtime
     assert len(runtime.post("jobs/poll", {"capabilities": ALL_TYPES, "limit": 500}).json()["jobs"]) == 50
 
 
-def test_poll_rejects_an_unknown_capability_with_a_validation_error(runtime):
+def test_an_unknown_capability_matches_nothing_instead_of_failing_the_poll(runtime):
+    # Contract §3: a newer runtime against an older server still gets the types both know.
+    job = JobFactory()
     response = runtime.post("jobs/poll", {"capabilities": ["astrology"]})
-    assert response.status_code == 400 and "capabilities" in response.json()["error"]["fields"]
+    assert response.status_code == 200 and response.json() == {"jobs": []}
+    both = runtime.post("jobs/poll", {"capabilities": ["astrology", "learning_state_analysis"]})
+    assert both.status_code == 200 and [j["jobId"] for j in both.json()["jobs"]] == [job.id]
+    claimed = runtime.claim(["astrology", "learning_state_analysis"])
+    assert [j["jobId"] for j in claimed.json()["jobs"]] == [job.id]
+    assert runtime.post("jobs/poll", {"capabilities": []}).status_code == 400  # an empty list is still bad input
 
 
 # --- lock and claim -----------------------------------------------------------------

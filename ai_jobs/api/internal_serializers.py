@@ -100,8 +100,17 @@ def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:
 
 
 class PollSerializer(serializers.Serializer):
-    capabilities = serializers.ListField(child=JobTypeField(), allow_empty=False, max_length=len(job_types.names()) * 2)
+    capabilities = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        allow_empty=False,
+        max_length=100,
+        help_text="Job types this runtime runs; a type the server does not know matches nothing (contract §3)",
+    )
     limit = serializers.IntegerField(min_value=1, default=10, help_text="At most 50; a larger limit is clamped")
+
+    def validate_capabilities(self, value: list[str]) -> list[str]:
+        known = set(job_types.names())
+        return list(dict.fromkeys(name for name in value if name in known))
 
 
 class EmptySerializer(serializers.Serializer):

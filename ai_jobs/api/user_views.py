@@ -92,3 +92,8 @@ class LearningProfileView(UserView):
             preferences=data["preferences"],
         )
         return Response(learning_selectors.learning_profile_data(user=request.user))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request) -> Response:
+        learning_services.learning_profile_delete(user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

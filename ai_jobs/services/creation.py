@@ -21,12 +21,14 @@ from quotas.models import CircuitState
 
 
 def _platform_admit() -> str:
-    """The breaker, then (half-open) the trial jobs already active, then the day's
-    budgets. Returns the breaker's state."""
+    """The day's budgets, then the breaker and (half-open) the trial jobs already
+    active. Returns the breaker's state. While today's budget is used up its own code
+    is the answer, though going over it opened the breaker (contract §4 step 8, seed
+    002 §2.2); once the day has turned an open breaker answers PLATFORM_CIRCUIT_OPEN."""
+    quotas.platform_budget_admit()
     state = quotas.breaker_admit()
     if state == CircuitState.HALF_OPEN:
         quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
-    quotas.platform_budget_admit()
     return state
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -19,7 +19,6 @@ from django.utils import timezone
 from ai_jobs import job_types, metrics, output_schemas, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
-    AiInvocationLog,
     AiJobSnapshot,
     AiRuntimeJob,
     AiRuntimeResult,
@@ -31,7 +30,7 @@ from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from credentials.services import credential_resolve
 from quotas import services as quotas
-from quotas.models import UserAiSettings
+from quotas.models import CircuitState, UserAiSettings
 
 logger = logging.getLogger(__name__)
 
@@ -67,23 +66,72 @@ def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
     job = transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=_lease())
     if job is not None:
         return job
-    current = AiRuntimeJob.objects.filter(id=job_id).only("status", "available_at", "locked_by").first()
+    current = AiRuntimeJob.objects.filter(id=job_id).only("status", "available_at", "locked_by", "api_key_mode").first()
     if current is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
     if current.status in ACTIVE_STATUSES:
         raise DomainError(ErrorCode.JOB_ALREADY_LOCKED, f"Job {job_id} is locked by another runtime")
-    if current.status == JobStatus.PENDING:
+    if current.status == JobStatus.PENDING and current.available_at > now:
         raise DomainError(
             ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is waiting for a retry until {current.available_at.isoformat()}"
         )
+    if current.status == JobStatus.PENDING and current.api_key_mode == ApiKeyMode.PLATFORM_KEY:
+        locked = _trial(
+            lambda free: _listed(
+                transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=_lease(), trial=True)
+            )
+        )
+        if locked:
+            return locked[0]
+        state = quotas.breaker_get().state
+        if state == CircuitState.HALF_OPEN:
+            raise DomainError(
+                ErrorCode.JOB_NOT_ACTIVE,
+                f"Job {job_id} waits in pending: the platform circuit breaker is half-open and its "
+                f"{settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} trial platform-key jobs are running",
+            )
+        if state == CircuitState.OPEN:
+            raise DomainError(
+                ErrorCode.JOB_NOT_ACTIVE,
+                f"Job {job_id} waits in pending: the platform circuit breaker is open, so platform-key jobs are not handed out",
+            )
     raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is {current.status}")
 
 
+def _listed(job: AiRuntimeJob | None) -> list[AiRuntimeJob]:
+    return [job] if job is not None else []
+
+
+def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
+    """While the breaker is half-open: ``take(free)`` platform-key jobs, ``free`` being
+    how many more may be locked/running (``PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS`` at
+    most), decided under the breaker row's lock, so runtimes claiming at once never
+    exceed it. Nothing when it is not half-open, or no trial is free."""
+    with transaction.atomic():
+        if not quotas.breaker_hold_half_open():
+            return []
+        free = settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS - selectors.leased_platform_jobs()
+        return take(free) if free > 0 else []
+
+
 def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str) -> list[AiRuntimeJob]:
-    # One statement, atomic on its own: picking and locking happen together.
-    return transitions.claim(
-        job_types=job_types, limit=min(limit, 50), instance_id=instance_id, now=timezone.now(), lease=_lease()
-    )
+    """One statement, atomic on its own: picking and locking happen together. While
+    the breaker is half-open, a second step adds trial platform-key jobs."""
+    limit, now = min(limit, selectors.POLL_MAX), timezone.now()
+    jobs = transitions.claim(job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=_lease())
+    if len(jobs) < limit and job_types and quotas.breaker_state_hint() == CircuitState.HALF_OPEN:
+        jobs += _trial(
+            lambda free: transitions.claim(
+                job_types=job_types,
+                limit=min(free, limit - len(jobs)),
+                instance_id=instance_id,
+                now=now,
+                lease=_lease(),
+                trial=True,
+            )
+        )
+        jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return jobs
 
 
 def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
@@ -310,54 +358,3 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
     if moved.status in (JobStatus.FAILED, JobStatus.CANCELLED):
         metrics.jobs_finished(status=moved.status, job_types=[moved.job_type], error_code=code.code)
     return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)
-
-
-_LOG_FIELDS = (
-    "provider",
-    "model_name",
-    "request_id",
-    "started_at",
-    "latency_ms",
-    "http_status",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cost_cents",
-    "error_code",
-)
-
-
-def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict[str, Any]]) -> int:
-    """Store a runtime's model-call telemetry. Logs may come after the result, and
-    from a runtime that lost its lease: they are history, not a transition. A log
-    sent twice (same job, attempt and request id) is stored once."""
-    job = AiRuntimeJob.objects.filter(id=job_id).only("attempt_no", "api_key_mode").first()
-    if job is None:
-        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
-    bad = {
-        str(i): ["attemptNo is not an attempt of this job"]
-        for i, log in enumerate(logs)
-        if not 1 <= log["attempt_no"] <= job.attempt_no
-    }
-    if bad:
-        raise DomainError(ErrorCode.VALIDATION_ERROR, "A log names an attempt the job never had", fields={"logs": bad})
-    rows = [
-        AiInvocationLog(
-            job_id=job_id,
-            attempt_no=log["attempt_no"],
-            runtime_instance_id=instance_id,
-            **{field: log[field] for field in _LOG_FIELDS if log.get(field) is not None},
-        )
-        for log in logs
-    ]
-    failed_calls = [row for row in rows if row.error_code and row.total_tokens]
-    if failed_calls:  # the accepted call's tokens count through its result; failed calls' here, once
-        stored = set(
-            AiInvocationLog.objects.filter(
-                job_id=job_id, request_id__in=[row.request_id for row in failed_calls if row.request_id]
-            ).values_list("attempt_no", "request_id")
-        )
-        new = [row for row in failed_calls if not row.request_id or (row.attempt_no, row.request_id) not in stored]
-        metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=sum(row.total_tokens for row in new))
-    AiInvocationLog.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)

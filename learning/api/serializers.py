@@ -146,4 +146,4 @@ class LearningProfileSerializer(serializers.Serializer):
     level = serializers.CharField()
     preferredStudyTime = serializers.CharField(source="preferred_study_time")
     preferences = serializers.JSONField()
-    updatedAt = serializers.DateTimeField(source="updated_at")
+    updatedAt = serializers.DateTimeField(source="updated_at", allow_null=True, help_text="null: never set")

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from ai_jobs import services
+
 
 class Command(BaseCommand):
     help = "Create the local admin account if missing and print the local URLs and credentials."
@@ -15,14 +17,17 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, username: str, password: str, port: int, **options: object) -> None:
         User = get_user_model()
-        if not User.objects.filter(username=username).exists():
-            User.objects.create_superuser(username=username, email="", password=password)
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User.objects.create_superuser(username=username, email="", password=password)
+        # AI analysis is opt-in (contract §4); the local account that tries jobs out has opted in.
+        services.ai_settings_update(user=user, ai_analysis_enabled=True)
         base = f"http://127.0.0.1:{port}"
         lines = [
             "",
             "AI job platform, embedded setup (SQLite, no Redis, file-based Celery broker)",
             f"  API docs:  {base}/api/docs   (schema: {base}/api/schema)",
-            f"  Admin:     {base}/admin/     user '{username}', password '{password}'",
+            f"  Admin:     {base}/admin/     user '{username}', password '{password}' (AI analysis on)",
             f"  Database:  {settings.DATABASES['default']['NAME']}",
         ]
         if not settings.PLATFORM_DEEPSEEK_API_KEY:
