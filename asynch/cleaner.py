@@ -4,8 +4,9 @@ One run takes five steps, each in short transactions of at most
 ``ASYNCH_CLEANER_BATCH_SIZE`` rows and at most ``ASYNCH_CLEANER_MAX_BATCHES`` of them,
 so a run is bounded and a backlog drains over several:
 
-1. ``fail_stuck``: tasks stuck in 0/1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``, and running
-   tasks whose worker stopped renewing its lease, fail;
+1. ``fail_stuck``: tasks stuck in 0/1 past ``ASYNCH_TASK_TIMEOUT_SECONDS`` (a running
+   one not before its model's ``timeoutSeconds``), and running tasks whose worker
+   stopped renewing its lease, fail;
 2. ``retry_failed``: failed tasks with retries left go back to the queue, at the tail,
    or at the head at once when ``retryQueueMaxSeconds`` is 0;
 3. ``promote_waiting_retries``: retries that waited ``retryQueueMaxSeconds`` at the
@@ -45,6 +46,7 @@ class ModelPolicy:
     retry_times: int
     retry_queue_max_seconds: int
     auto_clean_seconds: int
+    timeout_seconds: int
 
 
 @dataclass
@@ -76,7 +78,7 @@ def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
         return Counter()
     run = CleanerRun(now=now or timezone.now(), batch=settings.ASYNCH_CLEANER_BATCH_SIZE)
     policies = [ModelPolicy(**values) for values in AsynchModel.objects.values(*ModelPolicy.__dataclass_fields__)]
-    fail_stuck(run)
+    fail_stuck(run, policies)
     for policy in policies:
         retry_failed(run, policy)
     promote_waiting_retries(run)
@@ -92,13 +94,24 @@ def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
     return run.totals
 
 
-def fail_stuck(run: CleanerRun) -> None:
-    before = run.now - dt.timedelta(seconds=settings.ASYNCH_TASK_TIMEOUT_SECONDS)
+def fail_stuck(run: CleanerRun, policies: list[ModelPolicy]) -> None:
+    """A running task whose lease is live is stuck only once both
+    ``ASYNCH_TASK_TIMEOUT_SECONDS`` and its model's ``timeoutSeconds`` (plus a lease,
+    for storing the answer) have passed: a 1,800 s call is not failed at 600 s."""
+    timeout = settings.ASYNCH_TASK_TIMEOUT_SECONDS
+    before = run.now - dt.timedelta(seconds=timeout)
+    long_running = {
+        policy.model_name: run.now - dt.timedelta(seconds=policy.timeout_seconds + settings.ASYNCH_LEASE_SECONDS)
+        for policy in policies
+        if policy.timeout_seconds + settings.ASYNCH_LEASE_SECONDS > timeout
+    }
 
     def step() -> int:
-        ids = transitions.stuck_ids(now=run.now, queued_before=before, started_before=before, limit=run.batch)
+        ids = transitions.stuck_ids(
+            now=run.now, queued_before=before, started_before=before, limit=run.batch, long_running=long_running
+        )
         run.totals["failedStuck"] += transitions.fail_stuck(
-            task_ids=ids, now=run.now, queued_before=before, started_before=before
+            task_ids=ids, now=run.now, queued_before=before, started_before=before, long_running=long_running
         )
         return len(ids)
 

@@ -144,6 +144,24 @@ class AsynchTask(models.Model):
         return f"{self.id} {self.model_name} [{self.state}]"
 
 
+class AsynchTaskAnswer(models.Model):
+    """A model's answer to a task, kept from the moment it arrives until its result
+    file is stored (seed 003 §1.3): a failed upload is retried, across cleaner runs,
+    without calling the model again. Deleted with the task's success or the task."""
+
+    task = models.OneToOneField(AsynchTask, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    content = models.BinaryField()
+    content_type = models.CharField(max_length=255, default="application/octet-stream")
+    http_status = models.IntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "asynch_task_answer"
+
+    def __str__(self) -> str:
+        return f"answer of {self.task_id} ({len(self.content)} bytes)"
+
+
 class AsynchModelStat(models.Model):
     """Real model calls per day, tenant, creator and model (seed 003 §1.3)."""
 

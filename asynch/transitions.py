@@ -19,12 +19,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
-from asynch.models import AsynchModel, AsynchModelStat, AsynchTask
+from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, AsynchTaskAnswer
 from config.sql import adapt, execute, fetch, placeholders
 
 TABLE = AsynchTask._meta.db_table
+ANSWERS = AsynchTaskAnswer._meta.db_table
+# Whether a claimed task already has its model's answer (an upload to retry, no call to make).
+_HAS_ANSWER = f"EXISTS (SELECT 1 FROM {ANSWERS} a WHERE a.task_id = {TABLE}.id) AS has_answer"
 
 
 def _skip_locked() -> str:
@@ -100,7 +103,8 @@ def claim_next(
     may be planned as a join that takes more rows).
 
     ``count_calls`` (PostgreSQL): the same statement counts the calls about to be
-    made in ``asynch_model_stat``, one upsert per (tenant, creator, model)."""
+    made in ``asynch_model_stat``, one upsert per (tenant, creator, model). A task
+    that already has its model's answer (``has_answer``) makes no call: not counted."""
     if not model_names or limit <= 0:
         return []
     params: list[Any] = list(model_names)
@@ -113,14 +117,16 @@ def claim_next(
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({placeholders(model_names)})"
         f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
     )
-    update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *"
+    update = (
+        f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *, {_HAS_ANSWER}"
+    )
     params = [*params, limit, worker_id, lease_until, now, now]
     if count_calls:
         stat = AsynchModelStat._meta.db_table
         sql = (
             f"{pick}, claimed AS ({update}), counted AS (INSERT INTO {stat} "
             "(day, tenant_id, creator, model_name, request_count, updated_at) "
-            "SELECT %s, tenant_id, creator, model_name, count(*), %s FROM claimed "
+            "SELECT %s, tenant_id, creator, model_name, count(*), %s FROM claimed WHERE NOT has_answer "
             "GROUP BY tenant_id, creator, model_name ON CONFLICT (day, tenant_id, creator, model_name) "
             f"DO UPDATE SET request_count = {stat}.request_count + excluded.request_count, "
             "updated_at = excluded.updated_at) SELECT * FROM claimed"
@@ -143,16 +149,43 @@ def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.da
 
 
 def succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, now: dt.datetime) -> bool:
-    """1 → 2 by the holder of this attempt; the forwarded headers are dropped, used."""
+    """1 → 2 by the holder of this attempt; the forwarded headers are dropped, used,
+    and the kept answer with them (its file is stored). One statement on PostgreSQL."""
+    update = (
+        f"UPDATE {TABLE} SET state = 2, oss_file = %s, http_status = %s, finished_at = %s, lease_until = NULL, "
+        "error_message = NULL, forward_headers_encrypted = NULL, updated_at = %s "
+        "WHERE id = %s AND state = 1 AND attempt_no = %s"
+    )
+    params = [oss_file, http_status, now, now, task_id, attempt_no]
+    if connection.vendor == "postgresql":
+        gone = f"WITH gone AS (DELETE FROM {ANSWERS} WHERE task_id = %s AND EXISTS (SELECT 1 FROM {TABLE} WHERE id = %s AND state = 1 AND attempt_no = %s)) "
+        return execute(gone + update, [task_id, task_id, attempt_no, *params]) == 1
+    with transaction.atomic():
+        if execute(update, params) != 1:
+            return False
+        execute(f"DELETE FROM {ANSWERS} WHERE task_id = %s", [task_id])
+        return True
+
+
+def keep_answer(
+    *, task_id: str, attempt_no: int, content: bytes, content_type: str, http_status: int, now: dt.datetime
+) -> bool:
+    """Keep the model's answer of this attempt until its file is stored: one insert,
+    only while the attempt is the task's."""
     return (
         execute(
-            f"UPDATE {TABLE} SET state = 2, oss_file = %s, http_status = %s, finished_at = %s, lease_until = NULL, "
-            "error_message = NULL, forward_headers_encrypted = NULL, updated_at = %s "
-            "WHERE id = %s AND state = 1 AND attempt_no = %s",
-            [oss_file, http_status, now, now, task_id, attempt_no],
+            f"INSERT INTO {ANSWERS} (task_id, content, content_type, http_status, created_at) "
+            f"SELECT id, %s, %s, %s, %s FROM {TABLE} WHERE id = %s AND state = 1 AND attempt_no = %s "
+            "ON CONFLICT (task_id) DO UPDATE SET content = excluded.content, content_type = excluded.content_type, "
+            "http_status = excluded.http_status, created_at = excluded.created_at",
+            [content, content_type[:255], http_status, now, task_id, attempt_no],
         )
         == 1
     )
+
+
+def kept_answer(*, task_id: str) -> AsynchTaskAnswer | None:
+    return AsynchTaskAnswer.objects.filter(task_id=task_id).first()
 
 
 def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int | None, now: dt.datetime) -> bool:
@@ -216,30 +249,54 @@ def promote_waiting_retries(*, now: dt.datetime, limit: int) -> int:
     )
 
 
-def stuck_ids(*, now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime, limit: int) -> list[str]:
-    """Running tasks whose worker stopped renewing its lease, and tasks that sat in
-    0 or 1 past ``ASYNCH_TASK_TIMEOUT_SECONDS``."""
-    rows = fetch(
-        f"SELECT id FROM {TABLE} WHERE (state = 1 AND (lease_until < %s OR started_at < %s)) "
-        f"OR (state = 0 AND enqueue_at < %s) ORDER BY id LIMIT %s{_skip_locked()}",
-        [now, started_before, queued_before, limit],
-    )
+def _stuck(
+    now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime, long_running: dict[str, dt.datetime]
+) -> tuple[str, list[Any]]:
+    """Running tasks whose worker stopped renewing its lease; tasks that sat in 0 past
+    ``ASYNCH_TASK_TIMEOUT_SECONDS``; running tasks past it too, but for those of the
+    models in ``long_running`` (whose ``timeoutSeconds`` is longer), which are stuck
+    only past their own moment: a live call is never failed before its model's timeout."""
+    long_names = list(long_running)
+    others = f" AND model_name NOT IN ({placeholders(long_names)})" if long_names else ""
+    sql = f"(state = 1 AND lease_until < %s) OR (state = 0 AND enqueue_at < %s) OR (state = 1 AND started_at < %s{others})"
+    params: list[Any] = [now, queued_before, started_before, *long_names]
+    for name, before in long_running.items():
+        sql += " OR (state = 1 AND model_name = %s AND started_at < %s)"
+        params += [name, before]
+    return sql, params
+
+
+def stuck_ids(
+    *,
+    now: dt.datetime,
+    queued_before: dt.datetime,
+    started_before: dt.datetime,
+    limit: int,
+    long_running: dict[str, dt.datetime] | None = None,
+) -> list[str]:
+    condition, params = _stuck(now, queued_before, started_before, long_running or {})
+    rows = fetch(f"SELECT id FROM {TABLE} WHERE {condition} ORDER BY id LIMIT %s{_skip_locked()}", [*params, limit])
     return [row[0] for row in rows]
 
 
 def fail_stuck(
-    *, task_ids: Sequence[str], now: dt.datetime, queued_before: dt.datetime, started_before: dt.datetime
+    *,
+    task_ids: Sequence[str],
+    now: dt.datetime,
+    queued_before: dt.datetime,
+    started_before: dt.datetime,
+    long_running: dict[str, dt.datetime] | None = None,
 ) -> int:
     if not task_ids:
         return 0
+    condition, params = _stuck(now, queued_before, started_before, long_running or {})
     return execute(
         f"UPDATE {TABLE} SET state = 3, finished_at = %s, lease_until = NULL, updated_at = %s, error_message = "
         "CASE WHEN state = 0 THEN 'Timed out waiting in the queue' "
         "WHEN lease_until < %s THEN 'The worker running the task stopped (its lease lapsed)' "
         "ELSE 'Timed out while running' END "
-        f"WHERE id IN ({placeholders(task_ids)}) AND ((state = 1 AND (lease_until < %s OR started_at < %s)) "
-        "OR (state = 0 AND enqueue_at < %s))",
-        [now, now, now, *task_ids, now, started_before, queued_before],
+        f"WHERE id IN ({placeholders(task_ids)}) AND ({condition})",
+        [now, now, now, *task_ids, *params],
     )
 
 
@@ -288,10 +345,17 @@ def exhausted_failure_rows(
 
 
 def delete(*, task_ids: Sequence[str], states: Sequence[int]) -> list[tuple[str, str | None]]:
-    """Hard delete, still in one of ``states``; returns (id, stored file) of what went."""
+    """Hard delete, still in one of ``states``, with any answer kept for them; returns
+    (id, stored file) of what went. Inside the caller's transaction."""
     if not task_ids:
         return []
-    return fetch(
-        f"DELETE FROM {TABLE} WHERE state IN ({placeholders(states)}) AND id IN ({placeholders(task_ids)}) RETURNING id, oss_file",
+    ids, states_in = placeholders(task_ids), placeholders(states)
+    execute(
+        f"DELETE FROM {ANSWERS} WHERE task_id IN (SELECT id FROM {TABLE} WHERE state IN ({states_in}) AND id IN ({ids}))",
         [*states, *task_ids],
     )
+    gone = fetch(
+        f"DELETE FROM {TABLE} WHERE state IN ({states_in}) AND id IN ({ids}) RETURNING id, oss_file",
+        [*states, *task_ids],
+    )
+    return gone

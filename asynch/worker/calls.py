@@ -63,6 +63,7 @@ class Claimed:
     slot_key: str
     slot_token: str
     counted: bool = False  # the claim already counted the call in the statistics
+    answered: bool = False  # the model's answer is kept from an earlier attempt: only store it
 
 
 def model_calls() -> dict[str, ModelCall]:
@@ -155,6 +156,8 @@ def task_execute(claimed: Claimed) -> str:
         if released:
             return
         released = True
+        if not claimed.slot_token:  # a kept answer's retry holds no slot
+            return
         try:
             get_semaphore().release(claimed.slot_key, token=claimed.slot_token)
         except Exception as error:  # Redis down: the slot lapses with its lease, and counts until then
@@ -166,6 +169,8 @@ def task_execute(claimed: Claimed) -> str:
 
     try:
         with bound(taskId=task.id):
+            if claimed.answered:
+                return _store_kept_answer(task)
             return _execute(task, call, release_slot, claimed.counted)
     except OUTAGE_ERRORS as error:
         # Before the call (its count on SQLite): nothing was called, the lease lapses
@@ -229,13 +234,42 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         content=response.content,
         content_type=response.headers.get("Content-Type", "application/octet-stream"),
     )
+    # Kept until its file is stored: an upload that fails is retried, across cleaner
+    # runs, without a new call (seed 003 §1.3).
+    keep = partial(
+        transitions.keep_answer,
+        task_id=task.id,
+        attempt_no=task.attempt_no,
+        content=result.content,
+        content_type=result.content_type,
+        http_status=response.status_code,
+        now=now,
+    )
+    _settled("keeping the answer", task, keep)
+    return _store_answer(task, result, response.status_code)
+
+
+def _store_kept_answer(task: AsynchTask) -> str:
+    """A retry of a task whose model answered but whose file was not stored: the kept
+    answer is stored, and the model is not called again (nor counted)."""
+    kept = _settled("reading the kept answer", task, partial(transitions.kept_answer, task_id=task.id))
+    if kept is None:  # deleted meanwhile (the task is gone or succeeded): nothing to do
+        return "lost"
+    result = ResultFile(
+        task_id=task.id, tenant_id=task.tenant_id, content=bytes(kept.content), content_type=kept.content_type
+    )
+    return _store_answer(task, result, kept.http_status)
+
+
+def _store_answer(task: AsynchTask, result: ResultFile, http_status: int) -> str:
+    failed = partial(transitions.fail, task_id=task.id, attempt_no=task.attempt_no, now=timezone.now())
     try:
         ref = _settled("storing the answer", task, partial(_store, result, task))
     except StorageError as error:
-        moved = _settled("the failure", task, partial(failed, error_message=str(error), http_status=200))
+        moved = _settled("the failure", task, partial(failed, error_message=str(error), http_status=http_status))
         return "failed" if moved else "lost"
     succeeded = partial(
-        transitions.succeed, task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=response.status_code
+        transitions.succeed, task_id=task.id, attempt_no=task.attempt_no, oss_file=ref, http_status=http_status
     )
     committed = partial(selectors.task_succeeded_with, task_id=task.id, attempt_no=task.attempt_no, oss_file=ref)
     if _settled("the success", task, lambda: succeeded(now=timezone.now())) or _settled("the success", task, committed):

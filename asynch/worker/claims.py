@@ -43,9 +43,16 @@ def tasks_claim(
         count_calls=counted,
     )
     by_pair: dict[tuple[str, str], list[AsynchTask]] = {}
+    # A task whose model already answered (its upload failed before) only stores that
+    # answer: no model call, so no slot and nothing counted (seed 003 §1.3).
+    claimed: list[Claimed] = [
+        Claimed(task=task, call=calls[task.model_name], slot_key="", slot_token="", counted=True, answered=True)
+        for task in tasks
+        if getattr(task, "has_answer", False)
+    ]
     for task in tasks:
-        by_pair.setdefault((task.tenant_id, task.model_name), []).append(task)
-    claimed: list[Claimed] = []
+        if not getattr(task, "has_answer", False):
+            by_pair.setdefault((task.tenant_id, task.model_name), []).append(task)
     unslotted: list[AsynchTask] = []
     try:
         for (tenant_id, model_name), group in by_pair.items():
@@ -65,8 +72,9 @@ def tasks_claim(
         # Redis failed halfway: the tasks go back to the queue; a slot that cannot be
         # given back (Redis still down) lapses with its lease.
         for item in claimed:
-            with contextlib.suppress(Exception):
-                semaphore.release(item.slot_key, token=item.slot_token)
+            if item.slot_token:
+                with contextlib.suppress(Exception):
+                    semaphore.release(item.slot_key, token=item.slot_token)
         _unclaim(tasks, worker_id, counted, now)
         raise
     _unclaim(unslotted, worker_id, counted, now)
@@ -79,6 +87,8 @@ def _unclaim(tasks: list[AsynchTask], worker_id: str, counted: bool, claimed_at:
         return
     transitions.release(task_ids=[task.id for task in tasks], worker_id=worker_id, now=timezone.now())
     if counted:
-        groups = Counter((task.tenant_id, task.creator, task.model_name) for task in tasks)
+        groups = Counter(
+            (task.tenant_id, task.creator, task.model_name) for task in tasks if not getattr(task, "has_answer", False)
+        )
         for (tenant_id, creator, model_name), count in groups.items():
             stat_count_call(tenant_id=tenant_id, creator=creator, model_name=model_name, now=claimed_at, calls=-count)

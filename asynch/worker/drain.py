@@ -207,9 +207,10 @@ class Drain:
             return
         items = list(self.running.values())
         renewed_all = True
+        slotted = [c for c in items if c.slot_token]  # a kept answer's upload holds no slot
         try:
-            renewed = get_semaphore().renew([(c.slot_key, c.slot_token) for c in items], lease_seconds=self.lease)
-            for item, ok in zip(items, renewed, strict=True):
+            renewed = get_semaphore().renew([(c.slot_key, c.slot_token) for c in slotted], lease_seconds=self.lease)
+            for item, ok in zip(slotted, renewed, strict=True):
                 if not ok:
                     logger.warning("asynch: the slot of task %s lapsed while its call ran", item.task.id)
         except OUTAGE_ERRORS as error:
