@@ -19,9 +19,18 @@ class RejectNulMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if "\x00" in request.path:
             return JsonResponse(error_body(ErrorCode.NOT_FOUND, "Not found"), status=404)
-        if any("\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()):
+        bad = {
+            key.replace("\x00", "\\x00"): ["Must not contain NUL characters."]
+            for key, values in request.GET.lists()
+            if "\x00" in key or any("\x00" in v for v in values)
+        }
+        if bad:  # each bad query parameter is named (contract §1)
             return JsonResponse(
-                error_body(ErrorCode.VALIDATION_ERROR, "Query parameters must not contain NUL characters", fields={}),
+                error_body(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"Request validation failed: NUL characters in {', '.join(sorted(bad))}",
+                    fields=bad,
+                ),
                 status=400,
             )
         return self.get_response(request)

@@ -7,6 +7,8 @@ from typing import Any
 from urllib import parse
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
@@ -59,3 +61,26 @@ class ContractCursorPagination(CursorPagination):
             "required": ["results", "next"],
             "properties": {"results": schema, "next": {"type": "string", "nullable": True}},
         }
+
+
+def page_of(serializer_class: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The envelope a list answers with (``{"results", "next"}``), for the schema of a
+    view that paginates by hand: ``Paginated<Name>List``, as drf-spectacular names
+    the pages of the lists it paginates itself."""
+    name = serializer_class.__name__.removesuffix("Serializer")
+    return type(
+        f"Paginated{name}ListSerializer",
+        (serializers.Serializer,),
+        {
+            "results": serializer_class(many=True),
+            "next": serializers.CharField(allow_null=True, help_text="The cursor of the next page; null on the last"),
+            "__module__": serializer_class.__module__,
+        },
+    )
+
+
+# The query parameters of a list a view paginates by hand (the generic views' are automatic).
+PAGE_PARAMETERS = [
+    OpenApiParameter("cursor", str, description="The `next` of the previous page"),
+    OpenApiParameter("limit", int, description="1 to 100 (default 20)"),
+]

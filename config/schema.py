@@ -17,8 +17,9 @@ Each operation gets, besides its success:
   ``Retry-After``) where it is throttled, ``415`` where it takes a body, ``404
   NOT_FOUND`` where its path names an object;
 - ``503 SERVICE_UNAVAILABLE`` (with ``Retry-After``): a backing service is down;
-- the domain codes its handler declares with ``@raises(ErrorCode.X, ...)``, each
-  under the HTTP status ``config.errors`` gives it.
+- the domain codes its handler declares with ``@raises(ErrorCode.X, ...)`` (or its view
+  in ``error_codes``, a tuple or a dict by method), each under the HTTP status
+  ``config.errors`` gives it.
 
 A status is documented once, with the enum of every code it can carry; a status the
 view documents itself (a readiness body on ``503``) is left as the view has it."""
@@ -112,7 +113,8 @@ class ContractAutoSchema(AutoSchema):
             codes.append(ErrorCode.NOT_FOUND)
         handler = getattr(view, self.method.lower(), None)
         codes += getattr(handler, "error_codes", ())
-        codes += getattr(view, "error_codes", ())
+        declared = getattr(view, "error_codes", ())  # a view's own, for all methods or by method
+        codes += declared.get(self.method.lower(), ()) if isinstance(declared, dict) else declared
         return codes
 
     def _error_response(self, status: int, codes: list[str], ref: dict[str, str]) -> dict[str, Any]:

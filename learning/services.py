@@ -9,8 +9,10 @@ import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config.errors import DomainError, ErrorCode
 from learning import selectors
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
 
@@ -18,12 +20,22 @@ _UNSET: Any = object()
 
 
 def _apply(obj: Any, changes: dict[str, Any]) -> None:
-    """Set the given fields (those not left ``_UNSET``) and save only them."""
-    fields = [name for name, value in changes.items() if value is not _UNSET]
-    for name in fields:
-        setattr(obj, name, changes[name])
-    if fields:
-        obj.save(update_fields=[*fields, "updated_at"])
+    """Set the given fields (those not left ``_UNSET``) with one conditional UPDATE: an
+    object (or one it now points to) deleted meanwhile by another request is a 404,
+    exactly as if it had gone first, never a server error."""
+    fields = {name: value for name, value in changes.items() if value is not _UNSET}
+    if not fields:
+        return
+    fields["updated_at"] = timezone.now()
+    try:
+        with transaction.atomic():
+            changed = type(obj)._default_manager.filter(pk=obj.pk).update(**fields)
+    except IntegrityError:
+        changed = 0  # what it was to point to is gone
+    if not changed:
+        raise DomainError(ErrorCode.NOT_FOUND, f"{type(obj).__name__} {obj.pk} not found")
+    for name, value in fields.items():
+        setattr(obj, name, value)
 
 
 # --- knowledge bases ---------------------------------------------------------------------
@@ -172,12 +184,16 @@ def learning_profile_update(
 ) -> LearningProfile:
     """Create the user's profile on first use and set the given fields; a field
     not passed keeps its value (so both PUT and PATCH semantics can call it)."""
-    profile, _ = LearningProfile.objects.get_or_create(user=user)
-    _apply(
-        profile,
-        {"goals": goals, "level": level, "preferred_study_time": preferred_study_time, "preferences": preferences},
-    )
-    return profile
+    changes = {"goals": goals, "level": level, "preferred_study_time": preferred_study_time, "preferences": preferences}
+    for attempt in range(3):
+        profile, _ = LearningProfile.objects.get_or_create(user=user)
+        try:
+            _apply(profile, changes)
+            return profile
+        except DomainError:  # deleted by a concurrent DELETE: made again
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def learning_profile_delete(*, user: AbstractBaseUser) -> None:

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.errors import ErrorCode
 from ops import health, metrics
 
 
@@ -57,11 +58,12 @@ class ReadyzView(OpsView):
     tags=["operations"],
     responses={
         (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="Prometheus text format"),
-        401: OpenApiResponse(description="METRICS_TOKEN is set and the bearer token is missing or wrong"),
     },
     summary="Prometheus metrics; a bearer token when METRICS_TOKEN is set",
 )
 class MetricsView(OpsView):
+    error_codes = (ErrorCode.UNAUTHORIZED,)  # METRICS_TOKEN is set and the bearer token is missing or wrong
+
     def get(self, request: Request) -> HttpResponse:
         expected = settings.METRICS_TOKEN
         if expected:

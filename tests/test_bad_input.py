@@ -69,8 +69,9 @@ def test_numbers_past_their_columns_are_validation_errors(runtime):
 def test_a_nul_in_the_path_or_the_query_is_refused():
     learner = Learner()
     assert learner.get("/ai/jobs/job_a\x00b").status_code == 404
-    response = learner.get("/ai/quizzes", jobId="a\x00b")
+    response = learner.get("/ai/quizzes", jobId="a\x00b", targetType="user")
     assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert response.json()["error"]["fields"] == {"jobId": ["Must not contain NUL characters."]}  # named (contract §1)
 
 
 def test_a_study_record_from_year_one_is_refused():

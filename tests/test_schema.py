@@ -62,3 +62,69 @@ def test_concurrent_first_schema_requests_to_a_fresh_gunicorn_worker_all_succeed
     finally:
         stop_process(server)
     assert statuses == [200] * 8
+
+
+def _schema(client) -> dict:
+    return client.get("/api/schema", HTTP_ACCEPT="application/json").json()
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    while "$ref" in node:
+        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def test_every_operation_documents_its_errors_with_the_error_body_and_their_codes(client):
+    schema = _schema(client)
+    error = schema["components"]["schemas"]["Error"]
+    assert error["required"] == ["error"] and set(error["properties"]["error"]["required"]) == {
+        "code",
+        "message",
+        "retryable",
+    }
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            for status in ("400", "503"):
+                assert status in responses, (method, path, status)
+            if path.startswith(("/ai/", "/internal/")):
+                assert {"401", "429"} <= set(responses), (method, path)
+            if "{" in path:
+                assert "404" in responses, (method, path)
+
+    def codes(path: str, method: str, status: str) -> set[str]:
+        body = schema["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+        assert body["allOf"][0] == {"$ref": "#/components/schemas/Error"}
+        return set(body["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"])
+
+    assert codes("/ai/jobs", "post", "400") >= {"VALIDATION_ERROR", "INVALID_JOB_TYPE", "AI_ANALYSIS_DISABLED",
+                                                 "PLATFORM_TOKEN_BUDGET_EXCEEDED", "DAILY_JOB_LIMIT_EXCEEDED"}  # fmt: skip
+    assert codes("/ai/jobs", "post", "503") == {
+        "PLATFORM_CIRCUIT_OPEN",
+        "PLATFORM_CIRCUIT_HALF_OPEN",
+        "SERVICE_UNAVAILABLE",
+    }
+    assert codes("/internal/runtime/jobs/{job_id}/lock", "post", "409") == {"JOB_NOT_ACTIVE", "JOB_ALREADY_LOCKED"}
+    assert codes("/internal/runtime/jobs/{job_id}/result", "post", "422") == {"RESULT_SCHEMA_UNSUPPORTED"}
+    assert codes("/task/createTask", "post", "429") == {"QUEUE_LIMIT_EXCEEDED"}
+    assert "Retry-After" in schema["paths"]["/ai/jobs"]["get"]["responses"]["429"]["headers"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/ai/jobs", "/model/listModels", "/model/stats", "/ai/analyses", "/ai/model-credentials"]
+)
+def test_list_endpoints_are_documented_as_the_results_and_next_envelope(client, path):
+    schema = _schema(client)
+    page = _resolve(schema, schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"])
+    assert page["type"] == "object" and set(page["properties"]) == {"results", "next"}
+    assert page["properties"]["results"]["type"] == "array" and page["properties"]["next"]["nullable"] is True
+    names = {parameter["name"] for parameter in schema["paths"][path]["get"].get("parameters", [])}
+    assert {"cursor", "limit"} <= names
+
+
+def test_nullable_fields_are_documented_nullable(client):
+    schema = _schema(client)
+    profile = schema["components"]["schemas"]["LearningProfile"]
+    assert profile["properties"]["updatedAt"]["nullable"] is True  # a profile never saved
+    assert "userId" in schema["components"]["schemas"]["AiProfile"]["properties"]
+    assert "/auth/register" in schema["paths"] and "delete" in schema["paths"]["/ai/learning-profile"]

@@ -14,6 +14,8 @@ from rest_framework.views import APIView
 from ai_jobs import selectors, services
 from ai_jobs.api import internal_serializers as s
 from ai_jobs.api.authentication import INSTANCE_HEADER, IsRuntime, RuntimeAuthentication, instance_id_of
+from config.errors import ErrorCode
+from config.schema import raises
 from quotas.throttles import RuntimeThrottle
 
 INSTANCE = OpenApiParameter(INSTANCE_HEADER, str, OpenApiParameter.HEADER, required=True)
@@ -59,6 +61,7 @@ class ClaimView(InternalView):
 
 @extend_schema(tags=["internal runtime"], request=s.EmptySerializer, responses=s.LockSerializer, parameters=[INSTANCE])
 class LockView(InternalView):
+    @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE, ErrorCode.JOB_ALREADY_LOCKED)
     def post(self, request: Request, job_id: str) -> Response:
         job = services.job_lock(job_id=job_id, instance_id=instance_id_of(request))
         return Response(s.render(s.LockSerializer, job))
@@ -70,6 +73,7 @@ class LockView(InternalView):
 class HeartbeatView(InternalView):
     is_heartbeat = True
 
+    @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
         beat = services.job_heartbeat(job_id=job_id, instance_id=instance_id_of(request))
         return Response(
@@ -83,6 +87,7 @@ class HeartbeatView(InternalView):
 
 @extend_schema(tags=["internal runtime"], responses=s.SnapshotSerializer, parameters=[INSTANCE])
 class SnapshotView(InternalView):
+    @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def get(self, request: Request, job_id: str) -> Response:
         snapshot = services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request))
         return Response({"jobId": job_id, **s.render(s.SnapshotSerializer, snapshot)})
@@ -92,6 +97,13 @@ class SnapshotView(InternalView):
     tags=["internal runtime"], request=s.EmptySerializer, responses=s.CredentialSerializer, parameters=[INSTANCE]
 )
 class CredentialView(InternalView):
+    @raises(
+        ErrorCode.JOB_NOT_FOUND,
+        ErrorCode.JOB_NOT_ACTIVE,
+        ErrorCode.CREDENTIAL_NOT_FOUND,
+        ErrorCode.CREDENTIAL_REQUIRED,
+        ErrorCode.CREDENTIAL_RESOLVE_FAILED,
+    )
     def post(self, request: Request, job_id: str) -> Response:
         credential = services.job_credential(job_id=job_id, instance_id=instance_id_of(request))
         response = Response(s.render(s.CredentialSerializer, credential))
@@ -103,6 +115,12 @@ class CredentialView(InternalView):
     tags=["internal runtime"], request=s.ResultInSerializer, responses=s.ResultOutSerializer, parameters=[INSTANCE]
 )
 class ResultView(InternalView):
+    @raises(
+        ErrorCode.JOB_NOT_FOUND,
+        ErrorCode.JOB_NOT_ACTIVE,
+        ErrorCode.RESULT_ALREADY_EXISTS,
+        ErrorCode.RESULT_SCHEMA_UNSUPPORTED,
+    )
     def post(self, request: Request, job_id: str) -> Response:
         instance_id = instance_id_of(request)
         data = _valid(s.ResultInSerializer, request)
@@ -122,6 +140,7 @@ class ResultView(InternalView):
     tags=["internal runtime"], request=s.FailInSerializer, responses=s.FailOutSerializer, parameters=[INSTANCE]
 )
 class FailView(InternalView):
+    @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
         instance_id = instance_id_of(request)
         data = _valid(s.FailInSerializer, request)
@@ -142,6 +161,7 @@ class FailView(InternalView):
     parameters=[INSTANCE],
 )
 class InvocationLogsView(InternalView):
+    @raises(ErrorCode.JOB_NOT_FOUND)
     def post(self, request: Request, job_id: str) -> Response:
         instance_id = instance_id_of(request)
         data = _valid(s.InvocationLogsInSerializer, request)

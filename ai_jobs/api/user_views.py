@@ -3,7 +3,7 @@ call one service, render."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,7 +11,9 @@ from rest_framework.views import APIView
 
 from ai_jobs import selectors, services
 from ai_jobs.api.user_serializers import JobCreateSerializer, JobListQuerySerializer, UserJobSerializer
-from config.pagination import ContractCursorPagination
+from config.errors import ErrorCode
+from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
+from config.schema import raises
 from learning import selectors as learning_selectors
 from learning import services as learning_services
 from learning.api.serializers import LearningProfileInSerializer, LearningProfileSerializer
@@ -25,8 +27,9 @@ class UserView(APIView):
 @extend_schema(tags=["ai jobs"])
 class JobListView(UserView):
     @extend_schema(
-        parameters=[JobListQuerySerializer, OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
-        responses=UserJobSerializer(many=True),
+        parameters=[JobListQuerySerializer, *PAGE_PARAMETERS],
+        responses=page_of(UserJobSerializer),
+        operation_id="ai_jobs_list",
     )
     def get(self, request: Request) -> Response:
         query = JobListQuerySerializer(data=request.query_params)
@@ -39,6 +42,20 @@ class JobListView(UserView):
         return paginator.get_paginated_response(UserJobSerializer(page, many=True).data)
 
     @extend_schema(request=JobCreateSerializer, responses={201: UserJobSerializer, 200: UserJobSerializer})
+    @raises(
+        ErrorCode.INVALID_JOB_TYPE,
+        ErrorCode.INVALID_TARGET_TYPE,
+        ErrorCode.NOT_FOUND,
+        ErrorCode.AI_ANALYSIS_DISABLED,
+        ErrorCode.CREDENTIAL_REQUIRED,
+        ErrorCode.CREDENTIAL_NOT_FOUND,
+        ErrorCode.DAILY_JOB_LIMIT_EXCEEDED,
+        ErrorCode.DAILY_TOKEN_BUDGET_EXCEEDED,
+        ErrorCode.PLATFORM_CIRCUIT_OPEN,
+        ErrorCode.PLATFORM_CIRCUIT_HALF_OPEN,
+        ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED,
+        ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED,
+    )
     def post(self, request: Request) -> Response:
         serializer = JobCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -62,12 +79,14 @@ class JobListView(UserView):
 
 @extend_schema(tags=["ai jobs"], responses=UserJobSerializer)
 class JobDetailView(UserView):
+    @raises(ErrorCode.JOB_NOT_FOUND)
     def get(self, request: Request, job_id: str) -> Response:
         return Response(UserJobSerializer(selectors.user_job(user=request.user, job_id=job_id)).data)
 
 
 @extend_schema(tags=["ai jobs"], request=None, responses=UserJobSerializer)
 class JobCancelView(UserView):
+    @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.user_job(user=request.user, job_id=job_id)
         return Response(UserJobSerializer(services.job_cancel(job_id=job.id, reason="Cancelled by the user")).data)

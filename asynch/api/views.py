@@ -25,7 +25,7 @@ from asynch.api.authentication import (
 )
 from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
 from config.errors import DomainError, ErrorCode
-from config.pagination import ContractCursorPagination
+from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
 
 # A staff user's JWT: the project's user authentication (its DEFAULT_AUTHENTICATION_CLASSES).
 USER_AUTHENTICATION = list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
@@ -40,6 +40,7 @@ def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: 
 class ModelAdminView(APIView):
     authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsModelAdmin]
+    error_codes: tuple[ErrorCode, ...] = (ErrorCode.FORBIDDEN,)
 
 
 class TaskView(APIView):
@@ -60,6 +61,8 @@ class ModelCreateView(ModelAdminView):
 
 @extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses=s.ModelConfigOutSerializer)
 class ModelUpdateView(ModelAdminView):
+    error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
+
     def post(self, request: Request) -> Response:
         name = _valid(s.ModelNameSerializer, request.data)["model_name"]
         data = _valid(s.ModelConfigInSerializer, request.data, partial=True)
@@ -69,6 +72,8 @@ class ModelUpdateView(ModelAdminView):
 
 @extend_schema(tags=["model-asynch"], request=s.ModelNameSerializer, responses=s.DeletedSerializer)
 class ModelDeleteView(ModelAdminView):
+    error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
+
     def post(self, request: Request) -> Response:
         name = _valid(s.ModelNameSerializer, request.data)["model_name"]
         services.model_delete(model_name=name)
@@ -81,6 +86,8 @@ class ModelDeleteView(ModelAdminView):
     responses=s.ModelConfigOutSerializer,
 )
 class ModelGetView(ModelAdminView):
+    error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
+
     def get(self, request: Request) -> Response:
         name = _valid(s.ModelNameSerializer, request.query_params)["model_name"]
         model = selectors.model_get(model_name=name)
@@ -93,7 +100,7 @@ class _ModelPages(ContractCursorPagination):
     ordering = ("created_at", "id")
 
 
-@extend_schema(tags=["model-asynch"], responses=s.ModelConfigOutSerializer(many=True))
+@extend_schema(tags=["model-asynch"], parameters=PAGE_PARAMETERS, responses=page_of(s.ModelConfigOutSerializer))
 class ModelListView(ModelAdminView):
     def get(self, request: Request) -> Response:
         paginator = _ModelPages()
@@ -105,10 +112,13 @@ class _StatPages(ContractCursorPagination):
     ordering = ("-day", "-id")
 
 
-@extend_schema(tags=["model-asynch"], parameters=[s.StatsQuerySerializer], responses=s.StatSerializer(many=True))
+@extend_schema(
+    tags=["model-asynch"], parameters=[s.StatsQuerySerializer, *PAGE_PARAMETERS], responses=page_of(s.StatSerializer)
+)
 class StatsView(APIView):
     authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsTenantOrStaff]
+    error_codes = (ErrorCode.FORBIDDEN,)
 
     def get(self, request: Request) -> Response:
         query = _valid(s.StatsQuerySerializer, request.query_params)
@@ -144,6 +154,8 @@ def _creator(request: Request, body_creator: str) -> str:
     responses={201: s.TaskCreatedSerializer},
 )
 class TaskCreateView(TaskView):
+    error_codes = (ErrorCode.MODEL_NOT_FOUND, ErrorCode.MODEL_DISABLED, ErrorCode.QUEUE_LIMIT_EXCEEDED)
+
     def post(self, request: Request) -> Response:
         data = _valid(s.TaskCreateInSerializer, request.data)
         task = services.task_create(
@@ -163,6 +175,8 @@ class TaskCreateView(TaskView):
     responses=s.TaskResultSerializer,
 )
 class TaskResultView(TaskView):
+    error_codes = (ErrorCode.NOT_FOUND,)
+
     def get(self, request: Request) -> Response:
         task_id = _valid(s.TaskIdQuerySerializer, request.query_params)["taskId"]
         task = selectors.task_get(tenant=tenant_of(request), task_id=task_id)

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError, ErrorCode
-from config.pagination import ContractCursorPagination
+from config.pagination import PAGE_PARAMETERS, ContractCursorPagination
 from credentials import selectors, services
 from credentials.api import serializers as s
 from credentials.models import Credential
@@ -46,7 +46,7 @@ class UserView(APIView):
 
 @extend_schema(tags=["model credentials"])
 class CredentialListView(UserView):
-    @extend_schema(responses=ModelCredentialPage, operation_id="ai_model_credentials_list")
+    @extend_schema(responses=ModelCredentialPage, parameters=PAGE_PARAMETERS, operation_id="ai_model_credentials_list")
     def get(self, request: Request) -> Response:
         paginator = ContractCursorPagination()
         page = paginator.paginate_queryset(selectors.credentials_of_user(user=request.user), request, view=self)
@@ -64,6 +64,8 @@ class CredentialListView(UserView):
 
 @extend_schema(tags=["model credentials"])
 class CredentialDetailView(UserView):
+    error_codes = (ErrorCode.CREDENTIAL_NOT_FOUND,)
+
     @extend_schema(responses=s.ModelCredentialSerializer)
     def get(self, request: Request, credential_id: str) -> Response:
         return Response(s.ModelCredentialSerializer(_own(request, credential_id)).data)
@@ -90,6 +92,8 @@ class CredentialDetailView(UserView):
 
 @extend_schema(tags=["model credentials"])
 class CredentialTestView(UserView):
+    error_codes = (ErrorCode.CREDENTIAL_NOT_FOUND, ErrorCode.CREDENTIAL_RESOLVE_FAILED)
+
     @extend_schema(request=None, responses=s.ModelCredentialTestSerializer)
     def post(self, request: Request, credential_id: str) -> Response:
         outcome = services.credential_test(credential=_own(request, credential_id))

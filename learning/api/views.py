@@ -13,6 +13,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config.errors import ErrorCode
 from learning import selectors, services
 from learning.api import serializers as s
 
@@ -145,6 +146,7 @@ class KnowledgeBaseDetailView(_DetailView):
 
 @_list_schema(s.MaterialInSerializer, s.MaterialSerializer, KB_FILTER)
 class MaterialListView(_ListCreateView):
+    error_codes = {"post": (ErrorCode.NOT_FOUND,)}  # a knowledge base that is not the user's
     in_serializer = s.MaterialInSerializer
     out_serializer = serializer_class = s.MaterialSerializer
     filter_param = "knowledgeBaseId"
@@ -171,6 +173,7 @@ class MaterialDetailView(_DetailView):
 
 @_list_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, KB_FILTER)
 class KnowledgePointListView(_ListCreateView):
+    error_codes = {"post": (ErrorCode.NOT_FOUND,)}
     in_serializer = s.KnowledgePointInSerializer
     out_serializer = serializer_class = s.KnowledgePointSerializer
     filter_param = "knowledgeBaseId"
@@ -197,6 +200,7 @@ class KnowledgePointDetailView(_DetailView):
 
 @_list_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, KP_FILTER)
 class StudyRecordListView(_ListCreateView):
+    error_codes = {"post": (ErrorCode.NOT_FOUND,)}
     in_serializer = s.StudyRecordInSerializer
     out_serializer = serializer_class = s.StudyRecordSerializer
     filter_param = "knowledgePointId"

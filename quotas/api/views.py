@@ -11,6 +11,8 @@ from rest_framework.views import APIView
 
 from accounts.selectors import public_id_of
 from ai_jobs import services as job_services
+from config.errors import ErrorCode
+from config.schema import raises
 from quotas import services
 from quotas.api import serializers as s
 from quotas.models import ApiKeyMode, CircuitState, UserAiSettings
@@ -81,6 +83,7 @@ class AiSettingsView(UserView):
         return Response(_settings_body(services.ai_settings_get(user=request.user)))
 
     @extend_schema(request=s.AiSettingsPatchSerializer, responses=s.AiSettingsSerializer)
+    @raises(ErrorCode.FORBIDDEN)
     def patch(self, request: Request) -> Response:
         serializer = s.AiSettingsPatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
