@@ -96,7 +96,7 @@ def test_user_snapshot_numbers(user, learning):
     data = build_data(user=user, target_type="user", target_id=public_id_of(user))
     assert data["learner"] == {"userId": public_id_of(user)}  # pseudonymous: no username, no email
     assert data["target"] == {"type": "user", "id": public_id_of(user)}
-    assert data["learningSnapshotVersion"] == "v1" and data["targetFound"] is True
+    assert data["learningSnapshotVersion"] == "v2" and data["targetFound"] is True
     assert data["timezone"] == "UTC"
     assert data["profile"]["goals"] == "Pass algebra" and data["profile"]["preferredStudyTime"] == "evening"
 

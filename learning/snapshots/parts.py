@@ -20,7 +20,7 @@ from django.utils import timezone
 from learning import selectors
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
 
-LEARNING_SNAPSHOT_VERSION = "v1"
+LEARNING_SNAPSHOT_VERSION = "v2"  # v2: pseudonymous (learning/SNAPSHOT.md)
 
 MAX_KNOWLEDGE_BASES = 50
 MAX_KNOWLEDGE_POINTS = 200
