@@ -152,7 +152,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.StorableJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "config.schema.ContractAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.openapi.ContractAutoSchema",
     "EXCEPTION_HANDLER": "config.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     # The client's address for the per-IP throttles: REMOTE_ADDR, or with NUM_PROXIES

@@ -32,11 +32,14 @@ PLATFORM_KEY = "sk-fault-platform-secret-key-0123456789"
 SEED_USERS = """
 import json
 from django.contrib.auth import get_user_model
-from rest_framework_simplejwt.tokens import RefreshToken
+from accounts.api.tokens import RefreshToken
+from quotas.models import UserAiSettings
 User = get_user_model()
 User.objects.create_superuser("ops", password="ops-password")
 learners = [User.objects.create_user(f"learner{i}", password="pw") for i in range({users})]
-print(json.dumps([[str(RefreshToken.for_user(u).access_token), str(u.pk)] for u in learners]))
+for u in learners:
+    UserAiSettings.objects.create(user=u, ai_analysis_enabled=True)  # they consented to AI analysis
+print(json.dumps([[str(RefreshToken.for_user(u).access_token), "me"] for u in learners]))
 """
 
 
@@ -62,6 +65,7 @@ class Stack:
             "DEEPSEEK_BASE_URL": model_url,
             "RUNTIME_THROTTLE_RATE": "10000000/min",
             "USER_THROTTLE_RATE": "10000000/min",
+            "AUTH_THROTTLE_RATE": "10000000/min",
             "AI_DEFAULT_MAX_DAILY_JOBS": "1000000",
             "AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET": "1000000000",
             "PLATFORM_DAILY_TOKEN_BUDGET": "100000000000",

@@ -115,6 +115,7 @@ def gunicorn(log: Path, *, workers: int = 3, env: dict[str, str] | None = None) 
         "RUNTIME_SERVICE_TOKENS": "ops-runtime-token",
         "RUNTIME_THROTTLE_RATE": "10000000/min",
         "USER_THROTTLE_RATE": "10000000/min",
+        "AUTH_THROTTLE_RATE": "10000000/min",
         "CELERY_TASK_ALWAYS_EAGER": "true",
         "METRICS_FLUSH_SECONDS": "0.2",
         "LOG_LEVEL": "INFO",

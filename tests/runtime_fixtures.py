@@ -97,6 +97,7 @@ def server_env(standin: StandinServer, **extra: str) -> dict[str, str]:
         "AI_JOB_RETRY_BACKOFF_MAX_SECONDS": "0.2",
         "RUNTIME_THROTTLE_RATE": "10000000/min",
         "USER_THROTTLE_RATE": "10000000/min",
+        "AUTH_THROTTLE_RATE": "10000000/min",
         "PLATFORM_DEEPSEEK_API_KEY": PLATFORM_KEY,
         "DEEPSEEK_BASE_URL": standin.base_url,
         "CELERY_TASK_ALWAYS_EAGER": "false",

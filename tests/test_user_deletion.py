@@ -44,6 +44,7 @@ NOT_A_USERS = {
     "asynch.TenantApiKey",
     "asynch.AsynchModel",
     "asynch.AsynchTask",
+    "asynch.AsynchTaskAnswer",
     "asynch.AsynchModelStat",
     "contenttypes.ContentType",
     "auth.Permission",

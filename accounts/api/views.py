@@ -21,7 +21,7 @@ from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.api.tokens import TokenObtainSerializer, TokenRefreshSerializer, token_pair
 from config.errors import DomainError, ErrorCode
-from config.schema import raises
+from config.openapi import raises
 from quotas.throttles import AuthIpThrottle, AuthUsernameThrottle
 
 THROTTLES = [AuthIpThrottle, AuthUsernameThrottle]

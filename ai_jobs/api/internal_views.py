@@ -15,7 +15,7 @@ from ai_jobs import selectors, services
 from ai_jobs.api import internal_serializers as s
 from ai_jobs.api.authentication import INSTANCE_HEADER, IsRuntime, RuntimeAuthentication, instance_id_of
 from config.errors import ErrorCode
-from config.schema import raises
+from config.openapi import raises
 from quotas.throttles import RuntimeThrottle
 
 INSTANCE = OpenApiParameter(INSTANCE_HEADER, str, OpenApiParameter.HEADER, required=True)

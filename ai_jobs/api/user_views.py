@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 from ai_jobs import selectors, services
 from ai_jobs.api.user_serializers import JobCreateSerializer, JobListQuerySerializer, UserJobSerializer
 from config.errors import ErrorCode
+from config.openapi import raises
 from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
-from config.schema import raises
 from learning import selectors as learning_selectors
 from learning import services as learning_services
 from learning.api.serializers import LearningProfileInSerializer, LearningProfileSerializer

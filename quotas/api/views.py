@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from accounts.selectors import public_id_of
 from ai_jobs import services as job_services
 from config.errors import ErrorCode
-from config.schema import raises
+from config.openapi import raises
 from quotas import services
 from quotas.api import serializers as s
 from quotas.models import ApiKeyMode, CircuitState, UserAiSettings

@@ -2,7 +2,10 @@
 ``user`` targets stored before it was the integer key; it becomes the public id, and
 stored snapshots lose the username (they are pseudonymous)."""
 
+from django.conf import settings
 from django.db import migrations
+
+import config.ids
 
 TABLES = [
     "ai_runtime_job",
@@ -21,6 +24,13 @@ BATCH = 500
 
 
 def forwards(apps, schema_editor):
+    # Users made since accounts' own backfill without its post_save (raw SQL) get their id first.
+    User = apps.get_model(*settings.AUTH_USER_MODEL.split("."))
+    Account = apps.get_model("accounts", "Account")
+    for pk, joined in User.objects.filter(account__isnull=True).values_list("pk", "date_joined").iterator():
+        Account.objects.get_or_create(
+            user_id=pk, defaults={"public_id": config.ids.new_id("usr", at_ms=int(joined.timestamp() * 1000))}
+        )
     for table in TABLES:
         schema_editor.execute(
             f"UPDATE {table} SET target_id = {PUBLIC_ID.format(table=table)} "
@@ -32,7 +42,6 @@ def forwards(apps, schema_editor):
         f"WHERE action_target_type = 'user' AND action_target_id = CAST(user_id AS TEXT)"
     )
     Snapshot = apps.get_model("ai_jobs", "AiJobSnapshot")
-    Account = apps.get_model("accounts", "Account")
     last = ""
     while True:
         batch = list(Snapshot.objects.filter(id__gt=last).order_by("id")[:BATCH])
@@ -54,8 +63,9 @@ def forwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
+        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("accounts", "0001_initial"),
-        ("ai_jobs", "0005_job_type_from_the_registry"),
+        ("ai_jobs", "0007_retention"),
     ]
 
     operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]

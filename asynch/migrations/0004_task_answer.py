@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('asynch', '0002_observability'),
+        ('asynch', '0003_retention'),
     ]
 
     operations = [
