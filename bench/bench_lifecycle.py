@@ -273,7 +273,9 @@ def main() -> None:
 
     def reset() -> None:
         conn.execute(
-            "TRUNCATE ai_runtime_result, ai_runtime_job, quota_user_ai_usage, quota_platform_daily_usage CASCADE"
+            # Outputs name their job by a plain job_id (retention): the jobs' CASCADE no longer empties them.
+            "TRUNCATE ai_runtime_result, ai_runtime_job, ai_learning_analysis, quota_user_ai_usage, "
+            "quota_platform_daily_usage CASCADE"
         )
         insert_pending(conn, user.pk, args.jobs, "job_bench_", public_id_of(user))
         conn.execute("VACUUM ANALYZE ai_runtime_job")
