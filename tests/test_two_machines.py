@@ -60,7 +60,7 @@ class Machine:
                 subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT)
             )
 
-    def start(self) -> Machine:
+    def start(self, *, beat: bool = False) -> Machine:
         self._start(
             "web",
             [sys.executable, "-m", "gunicorn", "config.wsgi", "-c", "config/gunicorn.py",
@@ -72,6 +72,8 @@ class Machine:
              "-n", f"{self.name}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
              "--without-heartbeat"],
         )  # fmt: skip
+        if beat:  # exactly one beat for the whole deployment, as in production
+            self._start("beat", [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "WARNING"])
         return self
 
     def ready(self) -> bool:
@@ -129,7 +131,10 @@ def machines(tmp_path: Path, s3: S3Server) -> Iterator[tuple[Machine, Machine]]:
         for name in ("machine-a", "machine-b"):
             var_dir = tmp_path / name
             var_dir.mkdir()
-            started.append(Machine(name, var_dir, {**shared, "VAR_DIR": str(var_dir)}).start())
+            # Beat polls the workers every ASYNCH_WORKER_POLL_INTERVAL: an idle worker joins
+            # within one tick even when the busy one's "wake another" kick reached itself.
+            machine = Machine(name, var_dir, {**shared, "VAR_DIR": str(var_dir)})
+            started.append(machine.start(beat=name == "machine-a"))
         wait_for(lambda: all(machine.ready() for machine in started), timeout=60, every=0.2, what="both machines")
         yield started[0], started[1]
     finally:
@@ -139,7 +144,7 @@ def machines(tmp_path: Path, s3: S3Server) -> Iterator[tuple[Machine, Machine]]:
 
 def test_a_task_created_on_one_machine_runs_on_either_and_downloads_from_the_other(machines, s3, model_server):
     web_a, web_b = machines
-    model_server.behaviour = lambda call, index: (200, {"n": call.json["n"], "answer": "ok"}, 0.1)
+    model_server.behaviour = lambda call, index: (200, {"n": call.json["n"], "answer": "ok"}, 0.3)
     make_model(base_url=model_server.url, max_concurrency=MAX_CONCURRENCY, queue_limit=0)
     biz = tenant_client("biz")
     key = {"X-Api-Key": biz.key}
