@@ -13,6 +13,10 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 RUN_PORT ?= 8000
 DEV_ADMIN_USER ?= admin
 DEV_ADMIN_PASSWORD ?= admin
+# The demo learner and the demo model-asynch tenant's X-Api-Key (the README's quick start uses these).
+DEV_DEMO_USER ?= demo
+DEV_DEMO_PASSWORD ?= demo
+DEV_TENANT_KEY ?= ak_demo_make_run_local_key
 DEV_RUNTIME_TOKEN ?= dev-runtime-token
 STANDIN_PORT ?= 8300
 # What repeats every second while nothing happens (beat's ticks, the worker's empty runs,
@@ -28,10 +32,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 venv: $(STAMP)
 
-# The browser tests drive Debian's chromium (Playwright's own download cannot run here).
+# The browser tests drive Debian's chromium (Playwright's own download cannot run here);
+# the quick start's test runs the README's curl | jq commands.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium and jq for the browser and quick-start tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium jq >/dev/null; }
 
 # tests/test_pgbouncer.py runs its own pgbouncer process (Debian's program; the test starts and stops it).
 pgbouncer:
@@ -44,18 +50,21 @@ run: venv
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
 		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
 		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT) \
-		LOG_LEVELS=$${LOG_LEVELS:-$(QUIET_LOGGERS)}; \
+		LOG_LEVELS=$${LOG_LEVELS:-$(QUIET_LOGGERS)} \
+		CREDENTIAL_DEV_KEY_WARNING=$${CREDENTIAL_DEV_KEY_WARNING:-false}; \
+	procs="web worker beat runtime"; standin=""; \
+	if [ -z "$$PLATFORM_DEEPSEEK_API_KEY" ] && ! grep -qs '^PLATFORM_DEEPSEEK_API_KEY=..*' .env; then \
+		standin=http://127.0.0.1:$(STANDIN_PORT); procs="$$procs standin"; \
+		export PLATFORM_DEEPSEEK_API_KEY=sk-standin-placeholder DEEPSEEK_BASE_URL=$$standin; \
+	fi; \
 	$(BIN)/python manage.py migrate --noinput -v0 && \
 	$(BIN)/python manage.py collectstatic --noinput -v0 && \
-	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) --port $(RUN_PORT) && \
-	rm -rf var/metrics; \
-	procs="web worker beat runtime"; \
-	if [ -z "$$PLATFORM_DEEPSEEK_API_KEY" ] && ! grep -qs '^PLATFORM_DEEPSEEK_API_KEY=..*' .env; then \
-		export PLATFORM_DEEPSEEK_API_KEY=sk-standin-placeholder DEEPSEEK_BASE_URL=http://127.0.0.1:$(STANDIN_PORT); \
-		procs="$$procs standin"; \
-		echo "  Stand-in:  no PLATFORM_DEEPSEEK_API_KEY, so jobs are answered by a LOCAL STAND-IN model at $$DEEPSEEK_BASE_URL, not by DeepSeek"; \
-	fi; \
-	exec $(BIN)/honcho start -f Procfile.dev $$procs
+	$(BIN)/python manage.py dev_bootstrap --username $(DEV_ADMIN_USER) --password $(DEV_ADMIN_PASSWORD) \
+		--demo-username $(DEV_DEMO_USER) --demo-password $(DEV_DEMO_PASSWORD) --tenant-key $(DEV_TENANT_KEY) \
+		--standin-url "$$standin" --port $(RUN_PORT) && \
+	rm -rf $${VAR_DIR:-var}/metrics; \
+	command -v jq >/dev/null || echo "(the quick start needs jq: apt-get install jq, or brew install jq)"; \
+	echo; exec $(BIN)/honcho start -f Procfile.dev $$procs
 
 # The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
 # SQLite with no Redis: the database `make run` uses must run the same state machine.

@@ -89,8 +89,8 @@ def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
     # Files go after their rows' deletion committed: no row ever names a missing file.
     if run.files:
         run.totals["deletedFiles"] += delete_quietly(run.files)
-    if run.totals:
-        logger.info("asynch cleaner: %s", dict(run.totals))
+    # A run that changed nothing (nearly every run) is no news: DEBUG, not a line every interval.
+    logger.log(logging.INFO if any(run.totals.values()) else logging.DEBUG, "asynch cleaner: %s", dict(run.totals))
     return run.totals
 
 

@@ -126,6 +126,15 @@ def tenant_key_create(*, tenant: Tenant) -> IssuedKey:
     return IssuedKey(api_key=api_key, key=key)
 
 
+def tenant_key_ensure(*, tenant: Tenant, key: str) -> TenantApiKey:
+    """A key chosen by the caller, for the tenant, if no tenant has it yet (``make run``'s
+    demo tenant: a known key, like the demo's known passwords). Only its hash is kept."""
+    api_key, _ = TenantApiKey.objects.get_or_create(
+        key_hash=hash_api_key(key), defaults={"tenant": tenant, "prefix": key[:10]}
+    )
+    return api_key
+
+
 def tenant_key_touch(*, key_id: str) -> None:
     """Record that a key is in use, at most once a minute (a conditional UPDATE)."""
     now = timezone.now()

@@ -24,6 +24,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError, InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, JsonResponse
+from django.utils.log import log_response
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -211,7 +212,21 @@ def retry_after_header() -> dict[str, str]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
-    """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape."""
+    """DRF's EXCEPTION_HANDLER: every error leaves in the contract's shape.
+
+    A 5xx the contract names (the breaker's ``503``s, an outage's) is an answer the
+    caller is told to retry, not a server error: ``django.request`` logs it as a
+    warning, as it does a 4xx; only ``500 INTERNAL_ERROR`` is logged as an error."""
+    response = _error_response(exc, context)
+    request = context.get("request")
+    if response.status_code > 500 and request is not None:
+        log_response(
+            "%s: %s", response.reason_phrase, request.path, response=response, request=request, level="warning"
+        )
+    return response
+
+
+def _error_response(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, DomainError):
         return Response(exc.body(), status=exc.code.http_status)
     if is_outage(exc):

@@ -50,6 +50,10 @@ KEY_BYTES = 32  # AES-256
 _DEV_KEY_INFO = b"ai-model-credential/dev-key/v1"
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 _TEXT_VERSION = "v1"
+DEVELOPMENT_KEY_WARNING = (
+    "CREDENTIAL_ENCRYPTION_KEYS is not set: secrets at rest (users' model keys, model-asynch headers) are "
+    "encrypted with a development key derived from SECRET_KEY. Set CREDENTIAL_ENCRYPTION_KEYS in production."
+)
 
 
 class DecryptError(ValueError):
@@ -127,10 +131,8 @@ def development_key(secret_key: str) -> EncryptionKey:
 @sensitive_variables()
 def _build_keyring(entries: tuple[str, ...], secret_key: str) -> Keyring:
     if not entries:
-        logger.warning(
-            "CREDENTIAL_ENCRYPTION_KEYS is not set: secrets at rest (users' model keys, model-asynch headers) are "
-            "encrypted with a development key derived from SECRET_KEY. Set CREDENTIAL_ENCRYPTION_KEYS in production."
-        )
+        if settings.CREDENTIAL_DEV_KEY_WARNING:
+            logger.warning(DEVELOPMENT_KEY_WARNING)
         return Keyring(keys=(development_key(secret_key),), development=True)
     keys: list[EncryptionKey] = []
     for position, entry in enumerate(entries, start=1):

@@ -184,7 +184,9 @@ SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("SERVICE_UNAVAILABLE_RETRY_AFT
 # Without a broker server the embedded default passes messages through files,
 # which every local process (web, worker, beat) can share.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # The transport ignores the host; naming one keeps kombu from warning in every process.
+    CELERY_BROKER_URL = "filesystem://localhost//"
     _broker_dir = VAR_DIR / "celery-broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
@@ -270,6 +272,9 @@ PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = env.int("PLATFORM_CIRCUIT_HALF_OPEN_MAX_JO
 # --- users' own model keys (contract §7) ---------------------------------------------------
 # base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.
 CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
+# Each process warns when it falls back to the development key; ``make run`` says it once
+# in its summary and turns the per-process warning off (``check --deploy`` still flags it).
+CREDENTIAL_DEV_KEY_WARNING = env.bool("CREDENTIAL_DEV_KEY_WARNING", default=True)
 
 # --- model-asynch (seed 003, contract §6) -----------------------------------------------------
 ASYNCH_WORKER_ENABLED = env.bool("ASYNCH_WORKER_ENABLED", default=True)

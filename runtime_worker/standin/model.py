@@ -133,6 +133,9 @@ class StandinModel:
             content = '{"summary": "this answer stops in the middle'
         elif fault and fault.invalid_output:
             content = json.dumps({"unexpected": True, "jobType": job_type})
+        elif job_type == "unknown" and not json_mode:
+            # A plain chat (a model-asynch task's payload, say): a plain answer that says what it is.
+            content = f"This is the local stand-in model, not DeepSeek. You said: {user[-200:]}"
         else:
             output = build_output(job_type, _tagged_json(user, "snapshot"), _tagged_json(user, "params"))
             content = json.dumps(output, ensure_ascii=False)

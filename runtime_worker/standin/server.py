@@ -16,6 +16,10 @@ from runtime_worker.standin.model import MODELS, StandinModel
 
 logger = logging.getLogger(__name__)
 
+# credentials.services reads this header to say that the stand-in accepts any key.
+STANDIN_HEADER = "X-Standin"
+STANDIN_HEADER_VALUE = "accepts-any-key"
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -28,6 +32,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(body or {}).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        # Every answer says what it is: a key test against the stand-in proves nothing.
+        self.send_header(STANDIN_HEADER, STANDIN_HEADER_VALUE)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
