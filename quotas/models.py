@@ -129,3 +129,20 @@ class CircuitBreakerEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.from_state} → {self.to_state} by {self.actor}"
+
+
+class ThrottleWindow(models.Model):
+    """A throttle's fixed window when no Redis is configured (``quotas.throttles``):
+    counted in the database every web process shares. Rows of ended windows are
+    swept as new ones start."""
+
+    window_key = models.CharField(primary_key=True, max_length=128)
+    count = models.PositiveIntegerField(default=0)
+    expires_at = models.FloatField(help_text="epoch seconds")
+
+    class Meta:
+        db_table = "quotas_throttle_window"
+        indexes = [models.Index(fields=["expires_at"], name="quotas_throttle_expires")]
+
+    def __str__(self) -> str:
+        return f"{self.window_key}: {self.count}"

@@ -1,11 +1,13 @@
-"""API throttles (seed 002 §2.3) as fixed-window counters in the cache.
+"""API throttles (seed 002 §2.3) as fixed-window counters that every web process shares.
 
-One atomic ``incr`` per request: with ``REDIS_URL`` set the cache is Redis, so every
-web process shares the same counters; on the embedded default it is the process's
-own memory. The rate is read from settings on each request (``"300/min"``).
+One atomic step per request: with ``REDIS_URL`` set, a pipelined ``INCR`` + ``EXPIRE NX``
+in Redis; without it (the embedded default), one upsert ``... RETURNING count`` on a row
+of the database (``quotas_throttle_window``), which all of gunicorn's workers share, so
+the documented rate holds however many workers there are. The rate is read from
+settings on each request (``"300/min"``).
 
-A throttle fails open: while Redis cannot be reached, requests are counted in the
-process's memory, as on the embedded default (so each process holds the rate on its
+A throttle fails open: while Redis (or, without Redis, the database) cannot be reached,
+requests are counted in the process's memory (so each process holds the rate on its
 own), with one warning a minute at most; never a 500 for a counter."""
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from functools import cache as cache_once
 
 import redis
 from django.conf import settings
-from django.core.cache import BaseCache, cache
+from django.core.cache import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
+from django.db import InterfaceError, OperationalError
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
+
+from config import sql
 
 _PERIODS = {
     "s": 1,
@@ -78,7 +83,7 @@ def _count_in(store: BaseCache, key: str, ttl: int) -> int:
         return 1
 
 
-def _warn_unreachable(error: Exception) -> None:
+def _warn_unreachable(error: Exception, what: str = "Redis") -> None:
     global _warned_at
     now = clock()
     with _warning_lock:
@@ -86,17 +91,38 @@ def _warn_unreachable(error: Exception) -> None:
             return
         _warned_at = now
     logger.warning(
-        "Throttle counters: Redis unreachable (%s: %s); counting in this process until it is back "
+        "Throttle counters: %s unreachable (%s: %s); counting in this process until it is back "
         "(this warning at most once a minute)",
+        what,
         type(error).__name__,
         error,
     )
 
 
-def _count(key: str, ttl: int) -> int:
+_UPSERT = (
+    "INSERT INTO quotas_throttle_window (window_key, count, expires_at) VALUES (%s, 1, %s) "
+    "ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1 RETURNING count"
+)
+
+
+def _count_in_database(key: str, ttl: int, now: float) -> int:
+    """The window's count after this request, in one statement (PostgreSQL and SQLite
+    alike). A window's first request also sweeps the windows that have ended, so the
+    table holds only the current ones."""
+    count = int(sql.fetch(_UPSERT, [key, now + ttl])[0][0])
+    if count == 1:
+        sql.execute("DELETE FROM quotas_throttle_window WHERE expires_at < %s", [now])
+    return count
+
+
+def _count(key: str, ttl: int, now: float) -> int:
     client = _redis()
     if client is None:
-        return _count_in(cache, key, ttl)
+        try:
+            return _count_in_database(key, ttl, now)
+        except (OperationalError, InterfaceError) as error:
+            _warn_unreachable(error, "the database")
+            return _count_in(_fallback, key, ttl)
     try:
         pipe = client.pipeline(transaction=False)
         pipe.incr(key)
@@ -126,7 +152,7 @@ class FixedWindowThrottle(BaseThrottle):
         now = clock()
         window = int(now // period)
         key = f"throttle:{self.scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
-        count = _count(key, period + 1)
+        count = _count(key, period + 1, now)
         self._wait = (window + 1) * period - now
         return count <= limit
 

@@ -1,0 +1,99 @@
+"""The embedded default's throttles hold across processes: with no Redis the window is
+a row of the database every gunicorn worker shares, so two workers on SQLite admit the
+documented 60 requests a minute between them and answer the 61st ``429``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from quotas import throttles
+from quotas.models import ThrottleWindow
+from tests.conftest import ALL_TYPES, RuntimeClient
+from tests.ops_support import gunicorn
+from tests.runtime_fixtures import ROOT
+from tests.test_runtime_concurrency import run_together
+from tests.user_api_support import Learner
+
+
+@pytest.mark.embedded
+@pytest.mark.django_db
+def test_without_redis_a_window_is_one_row_counted_by_one_statement_and_ended_ones_are_swept(settings, monkeypatch):
+    settings.REDIS_URL = ""
+    settings.USER_THROTTLE_RATE = "3/min"
+    now = [1_800_000_010.0]
+    monkeypatch.setattr("quotas.throttles.clock", lambda: now[0])
+    learner = Learner()
+    assert [learner.get("/ai/profile").status_code for _ in range(4)] == [200, 200, 200, 429]
+    (window,) = ThrottleWindow.objects.all()
+    assert window.count == 4 and window.expires_at == 1_800_000_010.0 + 61
+    now[0] += 62  # the next minute: a new window, and the ended one (kept a second past its end) swept
+    assert learner.get("/ai/profile").status_code == 200
+    assert [w.count for w in ThrottleWindow.objects.all()] == [1]
+
+
+@pytest.mark.django_db(transaction=True)  # threads: PostgreSQL (the gunicorn test below runs SQLite's file)
+def test_without_redis_concurrent_requests_at_the_edge_never_pass_more_than_the_rate(settings, monkeypatch):
+    settings.REDIS_URL = ""
+    settings.RUNTIME_THROTTLE_RATE = "10/min"
+    monkeypatch.setattr("quotas.throttles.clock", lambda: 1_800_000_030.0)
+    assert throttles._redis() is None
+
+    def poll(i: int) -> int:
+        return RuntimeClient("edge-runtime").post("jobs/poll", {"capabilities": ALL_TYPES}).status_code
+
+    assert Counter(run_together(25, poll)) == {200: 10, 429: 15}
+
+
+@pytest.mark.slow
+def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of_a_minute_429(tmp_path):
+    var = tmp_path / "var"
+    env = {
+        "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
+        "VAR_DIR": str(var),
+        "REDIS_URL": "<unset>",
+        "METRICS_REDIS_URL": "<unset>",
+        "PROMETHEUS_MULTIPROC_DIR": str(var / "metrics"),
+        "CELERY_BROKER_URL": "<unset>",
+        "USER_THROTTLE_RATE": "60/min",  # the seed's default, written out
+        "LOG_FORMAT": "json",
+        "CREDENTIAL_DEV_KEY_WARNING": "false",
+    }
+    setup_env = {k: v for k, v in {**os.environ, **env}.items() if v != "<unset>"}
+    for command in (["migrate", "--noinput", "-v0"], ["dev_bootstrap"]):
+        subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=ROOT, env=setup_env, check=True, capture_output=True
+        )
+    with gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as server:
+        token = requests.post(
+            server.url + "/auth/token", json={"username": "demo", "password": "demo"}, timeout=10
+        ).json()["access"]
+        # 61 requests take a few seconds: start with at least 15 left in the minute, so they
+        # fall in one window (checked below).
+        while time.time() % 60 > 45:
+            time.sleep(0.5)
+        window = time.time() // 60
+
+        def profile(i: int) -> int:
+            headers = {"Authorization": f"Bearer {token}", "Connection": "close"}  # each on a new connection
+            return requests.get(server.url + "/ai/profile", headers=headers, timeout=30).status_code
+
+        with ThreadPoolExecutor(4) as pool:  # concurrently, so both workers answer
+            statuses = list(pool.map(profile, range(60)))
+        last = profile(60)
+        assert time.time() // 60 == window, "the requests crossed a minute's end"
+        lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
+    assert Counter(statuses) == {200: 60}
+    assert last == 429
+    workers = {
+        line["process"] for line in lines if line["logger"] == "gunicorn.access" and "/ai/profile" in line["message"]
+    }
+    assert len(workers) == 2, "both workers answered some of the requests"
