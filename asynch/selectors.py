@@ -22,8 +22,9 @@ def model_get(*, model_name: str) -> AsynchModel | None:
     return AsynchModel.objects.filter(model_name=model_name).first()
 
 
-def models_list() -> QuerySet[AsynchModel]:
-    return AsynchModel.objects.all()
+def models_list(*, enabled_only: bool = False) -> QuerySet[AsynchModel]:
+    models = AsynchModel.objects.all()
+    return models.filter(enabled=True) if enabled_only else models
 
 
 def task_get(*, tenant: Tenant, task_id: str) -> AsynchTask | None:

@@ -60,7 +60,7 @@ def test_model_endpoints_need_an_admin_tenant_key_or_a_staff_jwt(admin, biz):
     bad = APIClient()
     bad.credentials(HTTP_X_API_KEY="ak_not-a-key")
     assert error_code(bad.get("/model/listModels")) == "UNAUTHORIZED"
-    response = biz.get("/model/listModels")
+    response = biz.get("/model/getModel", {"modelName": "m"})
     assert response.status_code == 403 and error_code(response) == "FORBIDDEN"
     assert admin.get("/model/listModels").status_code == 200
 
@@ -90,16 +90,50 @@ def test_task_endpoints_take_only_tenant_keys():
     )
 
 
-def test_create_tenant_key_prints_the_key_once_and_it_works():
+def test_create_tenant_key_prints_the_key_once_says_whether_the_tenant_is_an_admin_and_the_key_works():
     out, err = io.StringIO(), io.StringIO()
     call_command("create_tenant_key", "acme", "--admin", stdout=out, stderr=err)
     key = out.getvalue().strip()
     assert key.startswith("ak_") and key not in err.getvalue()
+    assert "acme" in err.getvalue() and "an admin tenant: it may manage model configs" in err.getvalue()
     client = APIClient()
     client.credentials(HTTP_X_API_KEY=key)
-    assert client.get("/model/listModels").status_code == 200
-    call_command("create_tenant_key", "acme", stdout=io.StringIO(), stderr=io.StringIO())
+    assert client.post("/model/createModel", SEED_BODY, format="json").status_code == 201
+    err = io.StringIO()
+    call_command("create_tenant_key", "acme", stdout=io.StringIO(), stderr=err)
     assert TenantApiKey.objects.filter(tenant__name="acme").count() == 2
+    assert "an admin tenant" in err.getvalue()  # --admin only ever grants: still one
+    err = io.StringIO()
+    call_command("create_tenant_key", "shop", stdout=io.StringIO(), stderr=err)
+    assert "not an admin" in err.getvalue() and "--admin makes it one" in err.getvalue()
+
+
+def test_a_tenant_that_is_not_an_admin_lists_the_enabled_models_names_and_limits_only(admin, biz):
+    assert admin.post("/model/createModel", SEED_BODY).status_code == 201
+    hidden = {**SEED_BODY, "modelName": "retired-model", "enabled": 0}
+    assert admin.post("/model/createModel", hidden).status_code == 201
+    response = biz.get("/model/listModels")
+    assert response.status_code == 200
+    body = response.json()
+    assert body == {
+        "results": [
+            {
+                "modelName": "model-service",
+                "maxConcurrency": 5,
+                "queueLimit": 20,
+                "timeoutSeconds": 1800,
+                "retryTimes": 3,
+                "retryQueueMaxSeconds": 600,
+                "autoCleanSeconds": 3600,
+            }
+        ],
+        "next": None,
+    }
+    for secret in ("API_KEY", "model-key", "127.0.0.1", "baseUrl", "apiKey", "/api/v1/chat"):
+        assert secret not in response.content.decode()
+    everything = admin.get("/model/listModels").json()["results"]
+    assert [m["modelName"] for m in everything] == ["model-service", "retired-model"]
+    assert everything[0]["baseUrl"] == SEED_BODY["baseUrl"] and "model-key" not in everything[0]["apiKey"]
 
 
 # --- model configs ------------------------------------------------------------------------

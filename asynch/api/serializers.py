@@ -84,6 +84,35 @@ class ModelNameSerializer(serializers.Serializer):
     modelName = serializers.CharField(max_length=128, source="model_name")
 
 
+class ModelSummarySerializer(serializers.Serializer):
+    """What a tenant that is not an admin learns of an enabled model: its name and the
+    limits its tasks meet; never where it runs or its keys."""
+
+    modelName = serializers.CharField(source="model_name")
+    maxConcurrency = serializers.IntegerField(source="max_concurrency")
+    queueLimit = serializers.IntegerField(source="queue_limit", help_text="0: no limit")
+    timeoutSeconds = serializers.IntegerField(source="timeout_seconds")
+    retryTimes = serializers.IntegerField(source="retry_times")
+    retryQueueMaxSeconds = serializers.IntegerField(source="retry_queue_max_seconds")
+    autoCleanSeconds = serializers.IntegerField(source="auto_clean_seconds")
+
+
+class ModelListItemSerializer(ModelSummarySerializer):
+    """An item of listModels. Admin tenants and staff get every config in full, as
+    getModel gives it (apiKey masked); any other tenant gets the enabled models only,
+    with their names and limits and nothing of where they run."""
+
+    id = serializers.CharField(required=False, help_text="admin tenants and staff only")
+    baseUrl = serializers.CharField(required=False, help_text="admin tenants and staff only")
+    route = serializers.CharField(required=False, help_text="admin tenants and staff only")
+    httpMethod = serializers.CharField(required=False, help_text="admin tenants and staff only")
+    apiKey = serializers.CharField(required=False, help_text="admin tenants and staff only; masked")
+    enabled = FlagField(required=False, help_text="admin tenants and staff only (the others see enabled models)")
+    remark = serializers.CharField(required=False, help_text="admin tenants and staff only")
+    createdAt = serializers.DateTimeField(required=False, help_text="admin tenants and staff only")
+    updatedAt = serializers.DateTimeField(required=False, help_text="admin tenants and staff only")
+
+
 class ModelConfigOutSerializer(serializers.ModelSerializer):
     modelName = serializers.CharField(source="model_name")
     baseUrl = serializers.CharField(source="base_url")

@@ -100,12 +100,21 @@ class _ModelPages(ContractCursorPagination):
     ordering = ("created_at", "id")
 
 
-@extend_schema(tags=["model-asynch"], parameters=PAGE_PARAMETERS, responses=page_of(s.ModelConfigOutSerializer))
-class ModelListView(ModelAdminView):
+@extend_schema(tags=["model-asynch"], parameters=PAGE_PARAMETERS, responses=page_of(s.ModelListItemSerializer))
+class ModelListView(APIView):
+    """Admin tenants and staff: every config, in full (``apiKey`` masked). Any other
+    tenant: the enabled models it may name in ``createTask``, with their limits only."""
+
+    authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
+    permission_classes = [IsTenantOrStaff]
+
     def get(self, request: Request) -> Response:
+        tenant = tenant_of(request)
+        full = tenant is None or tenant.is_admin  # staff, or an admin tenant
         paginator = _ModelPages()
-        page = paginator.paginate_queryset(selectors.models_list(), request, view=self)
-        return paginator.get_paginated_response(s.ModelConfigOutSerializer(page, many=True).data)
+        page = paginator.paginate_queryset(selectors.models_list(enabled_only=not full), request, view=self)
+        serializer = s.ModelConfigOutSerializer if full else s.ModelSummarySerializer
+        return paginator.get_paginated_response(serializer(page, many=True).data)
 
 
 class _StatPages(ContractCursorPagination):

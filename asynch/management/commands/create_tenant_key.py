@@ -17,5 +17,11 @@ class Command(BaseCommand):
         with transaction.atomic():
             found = services.tenant_ensure(name=tenant, is_admin=admin)
             issued = services.tenant_key_create(tenant=found)
-        self.stderr.write(f"Tenant {found.name} ({found.id}); the key below is shown only now:")
+        if found.is_admin:
+            role = "an admin tenant: it may manage model configs (/model/*) and read every tenant's statistics"
+        else:
+            role = (
+                "not an admin: it may create and fetch its own tasks and list the enabled models (--admin makes it one)"
+            )
+        self.stderr.write(f"Tenant {found.name} ({found.id}), {role}.\nIts new X-Api-Key, shown only now:")
         self.stdout.write(issued.key)
