@@ -3,20 +3,76 @@ linked from the job list is ``ops.dashboard``'s."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from ai_jobs import services
-from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus
+from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus, TargetType
+from config import formatting
 from config.errors import DomainError
+
+STATUS_CLASSES = {
+    JobStatus.PENDING: "waiting",
+    JobStatus.LOCKED: "busy",
+    JobStatus.RUNNING: "busy",
+    JobStatus.EXPIRED: "warn",
+    JobStatus.SUCCEEDED: "ok",
+    JobStatus.FAILED: "bad",
+    JobStatus.CANCELLED: "muted",
+}
+
+
+def status_badge(status: str) -> str:
+    return format_html('<span class="job-status {}">{}</span>', STATUS_CLASSES.get(status, "muted"), status)
+
+
+def job_link(job_id: str | None, *, arrow: str = "") -> str:
+    if not job_id:
+        return ""
+    url = reverse("admin:ai_jobs_airuntimejob_change", args=[job_id])
+    return format_html('{}<a class="job-id" href="{}">{}</a>', arrow, url, job_id)
 
 
 class ResultInline(admin.StackedInline):
     model = AiRuntimeResult
     extra = 0
     can_delete = False
-    readonly_fields = [f.name for f in AiRuntimeResult._meta.fields]
+    fields = [
+        "id",
+        "attempt_no",
+        "output_schema_version",
+        "tokens",
+        "cost",
+        "runtime_instance_id",
+        "created_at",
+        "output",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="tokens (prompt + completion)")
+    def tokens(self, result: AiRuntimeResult) -> str:
+        return (
+            f"{formatting.count(result.total_tokens)} "
+            f"({formatting.count(result.prompt_tokens)} + {formatting.count(result.completion_tokens)})"
+        )
+
+    @admin.display(description="cost")
+    def cost(self, result: AiRuntimeResult) -> str:
+        return formatting.dollars(result.cost_cents)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class InvocationLogInline(admin.TabularInline):
@@ -29,38 +85,81 @@ class InvocationLogInline(admin.TabularInline):
         "model_name",
         "http_status",
         "latency_ms",
-        "total_tokens",
-        "cost_cents",
+        "tokens",
+        "cost",
         "error_code",
         "started_at",
     ]
     readonly_fields = fields
 
+    @admin.display(description="tokens")
+    def tokens(self, log: AiInvocationLog) -> str:
+        return formatting.count(log.total_tokens)
+
+    @admin.display(description="cost")
+    def cost(self, log: AiInvocationLog) -> str:
+        return formatting.dollars(log.cost_cents)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(AiRuntimeJob)
 class AiRuntimeJobAdmin(admin.ModelAdmin):
-    list_display = [
-        "id",
-        "job_type",
-        "status",
-        "user",
-        "target_type",
-        "target_id",
-        "priority",
-        "attempt_no",
-        "retry_count",
-        "error_code",
-        "created_at",
-    ]
+    """Jobs are written by the state machine only: every page is read-only (no Save,
+    no Delete), and what an operator may do is an action (rerun, cancel) or the Rerun
+    button on a failed job's page. The list is compact: two lines a row, so it fits
+    1,400 pixels beside its filters."""
+
+    list_display = ["job", "status_badge", "who", "error", "lineage"]
+    list_display_links = None  # the job column carries its own link
     list_filter = ["status", "job_type", "api_key_mode", "cancel_requested", "target_type"]
     search_fields = ["id", "user__username", "target_id", "locked_by", "error_code"]
-    raw_id_fields = ["user", "snapshot", "retried_from_job"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["rerun_failed", "cancel_jobs"]
     inlines = [ResultInline, InvocationLogInline]
     list_select_related = ["user"]
+    show_full_result_count = False
     change_list_template = "admin/ai_jobs/airuntimejob/change_list.html"
+    change_form_template = "admin/ai_jobs/airuntimejob/change_form.html"
+    fieldsets = [
+        (None, {"fields": ["id", "job_type", "status", "user", ("target_type", "target_id"), "params"]}),
+        ("Outcome", {"fields": ["error_code", "error_message", ("started_at", "finished_at")]}),
+        ("Lineage", {"fields": ["retried_from_job", "rerun_as"]}),
+        (
+            "Attempts",
+            {
+                "fields": [
+                    ("attempt_no", "retry_count", "max_retry_count"),
+                    ("timeout_seconds", "available_at"),
+                    ("locked_by", "locked_at", "lock_until"),
+                    "cancel_requested",
+                ]
+            },
+        ),
+        (
+            "Model and key",
+            {
+                "fields": [
+                    ("api_key_mode", "credential_id"),
+                    ("model_provider", "model_name"),
+                    ("prompt_version", "output_schema_version"),
+                ],
+                "classes": ["collapse"],
+            },
+        ),
+        (
+            "Record",
+            {
+                "fields": ["priority", "idempotency_key", "quota_date", "snapshot", ("created_at", "updated_at")],
+                "classes": ["collapse"],
+            },
+        ),
+    ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> list[str]:
         # Status and lease only ever change through the state machine.
@@ -69,16 +168,100 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> bool:
+        # The list's actions need it; a job's own page has nothing to save.
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> bool:
+        return False  # finished history goes with retention, not by hand
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        job = AiRuntimeJob.objects.filter(pk=object_id).only("status").first()
+        extra = {"status_badge": status_badge(job.status) if job else ""}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    # --- the list's columns -------------------------------------------------------------
+
+    @admin.display(description="job · created", ordering="created_at")
+    def job(self, job: AiRuntimeJob) -> str:
+        created = timezone.localtime(job.created_at).strftime("%m-%d %H:%M:%S")
+        return format_html('{}<div class="sub">{} · {}</div>', job_link(job.id), job.job_type, created)
+
+    @admin.display(description="status · attempt", ordering="status")
+    def status_badge(self, job: AiRuntimeJob) -> str:
+        flag = format_html(' <span class="sub">{}</span>', "cancel requested") if job.cancel_requested else ""
+        return format_html(
+            '{}{}<div class="sub">attempt {} · retries {} of {}</div>',
+            status_badge(job.status),
+            flag,
+            job.attempt_no,
+            job.retry_count,
+            job.max_retry_count,
+        )
+
+    @admin.display(description="user · target")
+    def who(self, job: AiRuntimeJob) -> str:
+        if job.target_type == TargetType.USER:  # the user themselves
+            return format_html('{}<div class="sub">the user</div>', job.user)
+        return format_html(
+            '{}<div class="sub">{}</div><div class="sub mono">{}</div>', job.user, job.target_type, job.target_id
+        )
+
+    @admin.display(description="error", ordering="error_code")
+    def error(self, job: AiRuntimeJob) -> str:
+        if not job.error_code:
+            return "—"
+        return format_html('<span class="error-code" title="{}">{}</span>', job.error_message or "", job.error_code)
+
+    @admin.display(description="retried from · rerun as")
+    def lineage(self, job: AiRuntimeJob) -> str:
+        parts = [job_link(job.retried_from_job_id, arrow="↩ "), job_link(job.rerun_as_id, arrow="↪ ")]
+        return format_html_join("", "<div>{}</div>", ((part,) for part in parts if part)) or "—"
+
+    # --- what operators do ----------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<path:object_id>/rerun/",
+                self.admin_site.admin_view(self.rerun_view),
+                name="ai_jobs_airuntimejob_rerun",
+            ),
+            *super().get_urls(),
+        ]
+
+    def rerun_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The Rerun button of a failed job's page (POST): the new job's page, or this
+        page again with the reason it was refused."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not super().has_change_permission(request):
+            raise PermissionDenied
+        job = get_object_or_404(AiRuntimeJob.objects.select_related("user"), pk=object_id)
+        try:
+            rerun = services.job_rerun(job=job)
+        except DomainError as error:
+            self.message_user(request, f"Not rerun: {error.message}.", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:ai_jobs_airuntimejob_change", args=[job.pk]))
+        self.message_user(request, f"Job {job.pk} rerun as {rerun.pk}, pending.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:ai_jobs_airuntimejob_change", args=[rerun.pk]))
+
     @admin.action(description="Rerun selected failed jobs (as new jobs)")
     def rerun_failed(self, request: HttpRequest, queryset: QuerySet[AiRuntimeJob]) -> None:
-        created = 0
+        created = refused = 0
         for job in queryset.filter(status=JobStatus.FAILED).select_related("user"):
             try:
                 services.job_rerun(job=job)
                 created += 1
             except DomainError as error:
-                self.message_user(request, error.message, messages.WARNING)
-        skipped = queryset.count() - created
+                refused += 1
+                self.message_user(request, f"Not rerun: {error.message}.", messages.WARNING)
+        skipped = queryset.count() - created - refused
         self.message_user(request, f"{created} job(s) rerun as new jobs; {skipped} skipped (not failed).")
 
     @admin.action(description="Cancel selected jobs")
@@ -92,15 +275,27 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
         )
 
 
+class TokensAndCost:
+    """Token counts with separators and money in dollars, for the result and log pages."""
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, row: AiRuntimeResult | AiInvocationLog) -> str:
+        return formatting.count(row.total_tokens)
+
+    @admin.display(description="cost", ordering="cost_cents")
+    def cost(self, row: AiRuntimeResult | AiInvocationLog) -> str:
+        return formatting.dollars(row.cost_cents)
+
+
 @admin.register(AiRuntimeResult)
-class AiRuntimeResultAdmin(admin.ModelAdmin):
+class AiRuntimeResultAdmin(TokensAndCost, admin.ModelAdmin):
     list_display = [
         "id",
         "job",
         "attempt_no",
         "output_schema_version",
-        "total_tokens",
-        "cost_cents",
+        "tokens",
+        "cost",
         "runtime_instance_id",
         "created_at",
     ]
@@ -114,9 +309,15 @@ class AiRuntimeResultAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: AiRuntimeResult | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: AiRuntimeResult | None = None) -> bool:
+        return False
+
 
 @admin.register(AiInvocationLog)
-class AiInvocationLogAdmin(admin.ModelAdmin):
+class AiInvocationLogAdmin(TokensAndCost, admin.ModelAdmin):
     list_display = [
         "job",
         "attempt_no",
@@ -124,8 +325,8 @@ class AiInvocationLogAdmin(admin.ModelAdmin):
         "model_name",
         "http_status",
         "latency_ms",
-        "total_tokens",
-        "cost_cents",
+        "tokens",
+        "cost",
         "error_code",
         "created_at",
     ]

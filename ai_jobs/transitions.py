@@ -327,3 +327,12 @@ def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:
         [after_id, now, _ms(now), limit],
     )
     return [row[0] for row in rows]
+
+
+def record_rerun(*, job_id: str, rerun_id: str) -> bool:
+    """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
+    rerun matches no row, so of two operators rerunning it at once only one wins."""
+    updated = AiRuntimeJob.objects.filter(id=job_id, status="failed", rerun_as__isnull=True).update(
+        rerun_as_id=rerun_id
+    )
+    return updated == 1

@@ -1,7 +1,10 @@
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
 
+from config.errors import json_not_found
 from config.schema import SchemaView
 from ops import dashboard
 
@@ -20,5 +23,17 @@ urlpatterns = [
     path("", include("ops.urls")),  # /healthz, /readyz, /metrics (contract §8)
 ]
 
-handler404 = "config.errors.json_not_found"
+admin.site.site_header = "AI job platform"
+admin.site.site_title = "AI job platform admin"
+
+handler404 = "config.urls.not_found"
 handler500 = "config.errors.json_server_error"
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A mistyped admin address is an admin page ("Page not found", with the way back);
+    everything else gets the contract's JSON 404."""
+    if request.path.startswith("/admin/"):
+        context = {**admin.site.each_context(request), "request_path": request.path}
+        return TemplateResponse(request, "admin/404.html", context, status=404)
+    return json_not_found(request, exception)

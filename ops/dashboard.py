@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from ai_jobs.models import AiRuntimeJob
+from config.formatting import dollars, share
 from ops import charts, selectors
 
 REFRESH_SECONDS = 5
@@ -41,14 +41,6 @@ def duration(seconds: float) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
-
-
-def dollars(cents: Decimal | int | float) -> str:
-    return f"${Decimal(cents) / 100:,.2f}"
-
-
-def share(used: Decimal | int, budget: Decimal | int) -> float:
-    return float(used) / float(budget) * 100 if budget else 0.0
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
 
 from ai_jobs.selectors import active_platform_jobs
+from config import formatting
 from quotas import services
 from quotas.models import (
     CircuitBreakerEvent,
@@ -25,6 +27,15 @@ from quotas.models import (
 class BreakerForm(forms.Form):
     to_state = forms.ChoiceField(choices=CircuitState.choices, label="Move the breaker to")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=1000)
+
+
+def admission(state: str, active: int) -> str:
+    """What the breaker's state means for new platform-key jobs, with those active now."""
+    if state == CircuitState.HALF_OPEN:
+        return f"{active} of {settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} allowed while half-open"
+    if state == CircuitState.OPEN:
+        return f"{active} (none admitted while open)"
+    return f"{active} (no limit while closed)"
 
 
 @admin.register(PlatformCircuitBreaker)
@@ -51,18 +62,25 @@ class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
                     reason=form.cleaned_data["reason"],
                 )
                 if changed:
-                    self.message_user(request, f"Circuit breaker is now {form.cleaned_data['to_state']}.")
+                    self.message_user(
+                        request, f"Circuit breaker is now {CircuitState(form.cleaned_data['to_state']).label}."
+                    )
                 else:
                     self.message_user(request, "The breaker was already in that state.", messages.WARNING)
                 return HttpResponseRedirect(reverse("admin:quotas_breaker_control"))
-        else:
-            form = BreakerForm()
+        breaker = services.breaker_get()
+        if request.method != "POST":
+            form = BreakerForm(initial={"to_state": breaker.state})  # the select shows where it is now
+        usage = services.platform_usage_today()
         context = {
             **self.admin_site.each_context(request),
             "title": "Platform circuit breaker",
-            "breaker": services.breaker_get(),
-            "usage": services.platform_usage_today(),
-            "active_platform_jobs": active_platform_jobs(),
+            "breaker": breaker,
+            "usage": usage,
+            "tokens_today": formatting.tokens_of(usage.tokens_used, usage.token_budget),
+            "cost_today": formatting.dollars_of(usage.cost_cents, usage.cost_budget_cents),
+            "admission": admission(breaker.state, active_platform_jobs()),
+            "failure_threshold": settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD,
             "events": CircuitBreakerEvent.objects.all()[:50],
             "form": form,
             "opts": self.model._meta,
@@ -96,8 +114,13 @@ class UserAiSettingsAdmin(admin.ModelAdmin):
         "timezone",
         "default_api_key_mode",
         "max_daily_ai_jobs",
-        "max_daily_token_budget",
+        "token_budget",
     ]
+
+    @admin.display(description="daily token budget", ordering="max_daily_token_budget")
+    def token_budget(self, row: UserAiSettings) -> str:
+        return formatting.count(row.max_daily_token_budget)
+
     list_filter = ["ai_analysis_enabled", "default_api_key_mode"]
     search_fields = ["user__username"]
     raw_id_fields = ["user"]
@@ -105,10 +128,32 @@ class UserAiSettingsAdmin(admin.ModelAdmin):
 
 @admin.register(UserAiUsage)
 class UserAiUsageAdmin(admin.ModelAdmin):
-    list_display = ["user", "local_date", "api_key_mode", "job_count", "tokens_used", "cost_cents"]
+    list_display = ["user", "local_date", "api_key_mode", "jobs", "tokens", "cost"]
     list_filter = ["api_key_mode", "local_date"]
     search_fields = ["user__username"]
     date_hierarchy = "local_date"
+    list_select_related = ["user__ai_settings"]
+
+    def _limits(self, row: UserAiUsage) -> UserAiSettings:
+        try:
+            return row.user.ai_settings
+        except UserAiSettings.DoesNotExist:  # never changed: the defaults
+            return UserAiSettings(user=row.user)
+
+    @admin.display(description="jobs (of the daily limit)", ordering="job_count")
+    def jobs(self, row: UserAiUsage) -> str:
+        limit = self._limits(row).max_daily_ai_jobs
+        return formatting.of_budget(
+            formatting.count(row.job_count), formatting.count(limit), formatting.share(row.job_count, limit)
+        )
+
+    @admin.display(description="tokens (of the daily budget)", ordering="tokens_used")
+    def tokens(self, row: UserAiUsage) -> str:
+        return formatting.tokens_of(row.tokens_used, self._limits(row).max_daily_token_budget)
+
+    @admin.display(description="cost", ordering="cost_cents")
+    def cost(self, row: UserAiUsage) -> str:
+        return formatting.dollars(row.cost_cents)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in UserAiUsage._meta.fields]
@@ -119,8 +164,18 @@ class UserAiUsageAdmin(admin.ModelAdmin):
 
 @admin.register(PlatformDailyUsage)
 class PlatformDailyUsageAdmin(admin.ModelAdmin):
-    list_display = ["day", "shard", "tokens_used", "cost_cents", "updated_at"]
+    """The platform's day in shards (their sum is the day; the breaker panel shows it)."""
+
+    list_display = ["day", "shard", "tokens", "cost", "updated_at"]
     list_filter = ["day"]
+
+    @admin.display(description="tokens", ordering="tokens_used")
+    def tokens(self, row: PlatformDailyUsage) -> str:
+        return formatting.count(row.tokens_used)
+
+    @admin.display(description="cost", ordering="cost_cents")
+    def cost(self, row: PlatformDailyUsage) -> str:
+        return formatting.dollars(row.cost_cents)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

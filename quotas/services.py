@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from config import formatting
 from config.errors import DomainError, ErrorCode
 from config.sql import fetch
 from quotas.models import (
@@ -184,6 +185,9 @@ def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
         )
 
 
+CENTS_PLACES = Decimal("0.0001")  # cost_cents columns keep four decimals
+
+
 @dataclass(frozen=True)
 class PlatformUsage:
     day: dt.date
@@ -204,7 +208,8 @@ def platform_usage_today() -> PlatformUsage:
     return PlatformUsage(
         day=day,
         tokens_used=int(tokens),  # type: ignore[call-overload]
-        cost_cents=Decimal(str(cost)),
+        # SQLite sums decimals as floats (0.46640000000000004): back to the column's 4 places.
+        cost_cents=Decimal(str(cost)).quantize(CENTS_PLACES),
         token_budget=settings.PLATFORM_DAILY_TOKEN_BUDGET,
         cost_budget_cents=settings.PLATFORM_DAILY_COST_BUDGET_CENTS,
     )
@@ -214,9 +219,9 @@ def platform_over_budget() -> str:
     """Why the platform key is over today's budget, or "" when it is not."""
     usage = platform_usage_today()
     if usage.tokens_used >= usage.token_budget:
-        return f"Platform daily token budget used: {usage.tokens_used} of {usage.token_budget}"
+        return f"Platform daily token budget used: {formatting.tokens_of(usage.tokens_used, usage.token_budget)}"
     if usage.cost_cents >= usage.cost_budget_cents:
-        return f"Platform daily cost budget used: {usage.cost_cents} of {usage.cost_budget_cents} cents"
+        return f"Platform daily cost budget used: {formatting.dollars_of(usage.cost_cents, usage.cost_budget_cents)}"
     return ""
 
 

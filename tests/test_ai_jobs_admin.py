@@ -9,9 +9,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from ai_jobs import services
 from ai_jobs.models import AiRuntimeJob
+from config.errors import DomainError
 from tests.conftest import RuntimeClient
 from tests.factories import JobFactory
+from tests.user_api_support import Learner
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +90,67 @@ def test_the_dashboard_is_for_staff_only():
     assert client.get("/admin/ai_jobs/airuntimejob/dashboard/").status_code == 302
     client.force_login(get_user_model().objects.create_user("learner", "l@example.com", "pw"))
     assert client.get("/admin/ai_jobs/airuntimejob/dashboard/?partial=1").status_code == 302
+
+
+def test_a_rerun_is_recorded_on_its_source_and_a_second_rerun_is_refused_with_a_message(operator):
+    failed = JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    first = _action(operator, "rerun_failed", [failed.id])
+    assert "1 job(s) rerun" in first.content.decode()
+    rerun = AiRuntimeJob.objects.get(retried_from_job=failed)
+    failed.refresh_from_db()
+    assert failed.rerun_as_id == rerun.id
+    again = _action(operator, "rerun_failed", [failed.id]).content.decode()
+    assert f"Not rerun: Job {failed.id} was already rerun as {rerun.id}." in again and "0 job(s) rerun" in again
+    page = operator.post(f"/admin/ai_jobs/airuntimejob/{failed.id}/rerun/", follow=True).content.decode()
+    assert f"was already rerun as {rerun.id}" in page
+    assert AiRuntimeJob.objects.filter(retried_from_job=failed).count() == 1
+    assert operator.get(f"/admin/ai_jobs/airuntimejob/{failed.id}/rerun/").status_code == 405
+
+
+def test_two_operators_rerunning_the_same_job_at_once_make_one_rerun():
+    failed = JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    stale = AiRuntimeJob.objects.get(id=failed.id)  # read before the first rerun
+    services.job_rerun(job=failed)
+    with pytest.raises(DomainError, match="already rerun"):
+        services.job_rerun(job=stale)
+    assert AiRuntimeJob.objects.filter(retried_from_job=failed).count() == 1
+
+
+def test_a_rerun_leaves_the_stand_ins_fault_markers_behind_and_keeps_the_rest():
+    params = {
+        "questionCount": 5,
+        "note": "[standin:429] exam prep [standin:delay=2.5]",
+        "tags": ["[standin:bad_json]", "x"],
+    }
+    failed = JobFactory(status="failed", error_code="MODEL_RATE_LIMIT", params=params)
+    rerun = services.job_rerun(job=failed)
+    assert rerun.params == {"questionCount": 5, "note": "exam prep", "tags": ["", "x"]}
+    assert AiRuntimeJob.objects.get(id=failed.id).params == params  # the failed job is kept as it was
+
+
+def test_the_user_reads_rerun_as_on_the_failed_job_and_retried_from_on_the_rerun():
+    learner = Learner()
+    failed = JobFactory(user=learner.user, status="failed", error_code="MODEL_TIMEOUT")
+    rerun = services.job_rerun(job=failed)
+    assert learner.get(f"/ai/jobs/{failed.id}").json()["rerunAs"] == rerun.id
+    body = learner.get(f"/ai/jobs/{rerun.id}").json()
+    assert body["retriedFromJobId"] == failed.id and body["rerunAs"] is None
+
+
+def test_every_job_page_is_read_only_and_a_failed_one_offers_its_rerun(operator):
+    failed = JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    done = JobFactory(status="succeeded")
+    for job in (failed, done):
+        page = operator.get(f"/admin/ai_jobs/airuntimejob/{job.id}/change/").content.decode()
+        assert 'name="_save"' not in page and "deletelink" not in page
+        assert ("rerun-button" in page) is (job is failed)
+    assert operator.post(f"/admin/ai_jobs/airuntimejob/{done.id}/change/", {}).status_code == 403
+    assert operator.get(f"/admin/ai_jobs/airuntimejob/{done.id}/delete/").status_code == 403
+
+
+def test_a_mistyped_admin_address_is_an_admin_page_and_any_other_is_the_contracts_json(operator):
+    page = operator.get("/admin/ai_jobs/airuntimejobz/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+    assert "Page not found" in page.content.decode() and "/admin/ai_jobs/airuntimejobz/" in page.content.decode()
+    api = operator.get("/ai/jobz")
+    assert api.status_code == 404 and api.json()["error"]["code"] == "NOT_FOUND"

@@ -40,6 +40,7 @@ def test_a_job_is_created_pending_with_its_snapshot_and_counted(learner):
         "startedAt",
         "finishedAt",
         "retriedFromJobId",
+        "rerunAs",
     ):
         assert field in body
     job = AiRuntimeJob.objects.get(id=body["jobId"])

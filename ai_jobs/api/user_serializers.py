@@ -19,6 +19,9 @@ class UserJobSerializer(JobSerializer):
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
     retriedFromJobId = serializers.CharField(source="retried_from_job_id", allow_null=True)
+    rerunAs = serializers.CharField(
+        source="rerun_as_id", allow_null=True, help_text="the job an operator reran this failed one as"
+    )
 
 
 class JobCreateSerializer(serializers.Serializer):

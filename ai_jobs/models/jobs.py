@@ -83,6 +83,9 @@ class AiRuntimeJob(UserPublicId, models.Model):
     retried_from_job = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
+    # The operator's rerun of this failed job, set once (ai_jobs.services.job_rerun): a
+    # second rerun of the same job is refused.
+    rerun_as = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     params = models.JSONField(default=dict, blank=True)
 
     # The lease of the current attempt.
@@ -114,6 +117,7 @@ class AiRuntimeJob(UserPublicId, models.Model):
 
     class Meta:
         db_table = "ai_runtime_job"
+        verbose_name = "AI runtime job"
         indexes = [
             models.Index(fields=["status"], name="ai_job_status"),
             models.Index(fields=["job_type"], name="ai_job_type"),
@@ -172,6 +176,7 @@ class AiJobSnapshot(UserPublicId, models.Model):
 
     class Meta:
         db_table = "ai_job_snapshot"
+        verbose_name = "AI job snapshot"
         indexes = [
             models.Index(fields=["user", "target_type", "target_id"], name="ai_snapshot_target"),
             models.Index(fields=["created_at"], name="ai_snapshot_created"),  # retention's sweep
@@ -200,6 +205,7 @@ class AiRuntimeResult(models.Model):
 
     class Meta:
         db_table = "ai_runtime_result"
+        verbose_name = "AI runtime result"
 
     def __str__(self) -> str:
         return f"{self.id} for {self.job_id}"
@@ -226,6 +232,7 @@ class AiInvocationLog(models.Model):
 
     class Meta:
         db_table = "ai_invocation_log"
+        verbose_name = "AI invocation log"
         constraints = [
             # A runtime that resends its logs after a network error adds nothing twice.
             models.UniqueConstraint(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,18 +67,39 @@ def job_create(
     )
 
 
+# The stand-in model's fault markers (``runtime_worker.standin``: ``[standin:429]``,
+# ``[standin:delay=2.5]``, ...), which a rerun leaves behind (README: Operators).
+_STANDIN_MARKER = re.compile(r"\[standin:[a-z_0-9]+(?:=[0-9.]+)?\]")
+
+
+def without_standin_markers(value: Any) -> Any:
+    """``value`` with every stand-in fault marker taken out of its strings, at any depth."""
+    if isinstance(value, str):
+        return _STANDIN_MARKER.sub("", value).strip()
+    if isinstance(value, dict):
+        return {key: without_standin_markers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_standin_markers(item) for item in value]
+    return value
+
+
+@transaction.atomic
 def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
     """An operator reruns a failed job: a NEW job that records where it came from
-    (seed 000 §8.3); the failed one stays as it is. Not for a user who has turned AI
-    analysis off: an operator cannot give consent for them."""
+    (seed 000 §8.3), named on the failed one as its ``rerunAs``; the failed one stays
+    as it is, and a second rerun of it is refused. Not for a user who has turned AI
+    analysis off: an operator cannot give consent for them. The rerun's params lose the
+    stand-in's fault markers: a job failed on purpose by one would only fail again."""
     if job.status != JobStatus.FAILED:
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
+    if job.rerun_as_id:
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {job.rerun_as_id}")
     if not quotas.ai_settings_get(user_id=job.user_id).ai_analysis_enabled:
         raise DomainError(
             ErrorCode.AI_ANALYSIS_DISABLED,
             f"Job {job.id} was not rerun: its user has AI analysis turned off, and only they can turn it on",
         )
-    return job_create(
+    rerun = job_create(
         user=job.user,
         job_type=job.job_type,
         target_type=job.target_type,
@@ -85,11 +107,16 @@ def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
         api_key_mode=job.api_key_mode,
         credential_id=job.credential_id,
         priority=job.priority,
-        params=job.params,
+        params=without_standin_markers(job.params),
         retried_from=job,
         max_retry_count=job.max_retry_count,
         timeout_seconds=job.timeout_seconds,
     )
+    if not transitions.record_rerun(job_id=job.id, rerun_id=rerun.id):  # another operator was first
+        current = AiRuntimeJob.objects.filter(id=job.id).values_list("rerun_as_id", flat=True).first()
+        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {current}")
+    job.rerun_as = rerun
+    return rerun
 
 
 def jobs_cancel(*, job_ids: Sequence[str], reason: str = "Cancelled") -> tuple[int, int]:
