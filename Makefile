@@ -19,16 +19,19 @@ DEV_DEMO_PASSWORD ?= demo
 DEV_TENANT_KEY ?= ak_demo_make_run_local_key
 DEV_RUNTIME_TOKEN ?= dev-runtime-token
 STANDIN_PORT ?= 8300
-# What repeats every second while nothing happens (beat's ticks, the worker's empty runs,
-# the runtime's empty claims), kept out of make run's output; LOG_LEVELS= shows it all.
-QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,gunicorn.access=WARNING
+# What repeats every second while nothing happens (beat's ticks, the worker's empty runs and
+# the poll ticks it discards once expired, the runtime's empty claims), kept out of make run's
+# output; LOG_LEVELS= shows it all.
+QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
 .PHONY: venv browser pgbouncer run test lint bench clean
 
+# -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 $(STAMP): requirements.txt requirements-dev.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
-	rm -f $(VENV)/.installed-* && touch $(STAMP)
+	@echo "installing requirements-dev.txt into $(VENV) (once, and again when the requirements change)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -qq --disable-pip-version-check -r requirements-dev.txt
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 venv: $(STAMP)
 
