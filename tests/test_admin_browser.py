@@ -104,6 +104,8 @@ def test_an_operator_reads_the_queue_reruns_a_failed_job_once_and_half_opens_the
     seeded = _queue(now)
     failed, earlier, done = seeded["failed"], seeded["earlier"], seeded["done"]
     page = logged_in.new_page()
+    missing: list[str] = []  # every 404 the pages caused (a missing favicon or stylesheet too)
+    logged_in.on("response", lambda answer: missing.append(answer.url) if answer.status == 404 else None)
     base = f"{live_server.url}/admin/ai_jobs/airuntimejob"
 
     # The list fits 1,400 px: no horizontal scroll, no cell cut off, the lineage column shown.
@@ -194,3 +196,4 @@ def test_an_operator_reads_the_queue_reruns_a_failed_job_once_and_half_opens_the
     assert page.locator("h1").inner_text() == "Page not found"
     assert "/admin/ai_jobs/airuntimejobz/" in page.locator("#content-main").inner_text()
     _shot(page, "admin-404.png")
+    assert missing == [f"{live_server.url}/admin/ai_jobs/airuntimejobz/"]
