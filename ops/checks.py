@@ -20,7 +20,8 @@ def _postgres() -> bool:
 @register(Tags.compatibility, deploy=True)
 def check_shared_counters(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
     """PostgreSQL means a server that several processes and machines share; without
-    Redis each of them counts on its own."""
+    Redis the throttles count in it (correct, one write a request) and each machine
+    holds model-asynch's semaphores on its own."""
     if not _postgres():
         return []
     unshared = [
@@ -36,8 +37,8 @@ def check_shared_counters(app_configs: Any = None, **kwargs: Any) -> list[Warnin
     return [
         Warning(
             f"PostgreSQL is configured without {' and '.join(unshared)}.",
-            hint="Throttles then count per process and model-asynch's semaphores per machine, so "
-            "USER_THROTTLE_RATE and maxConcurrency hold only within one of them. Set REDIS_URL.",
+            hint="Throttles then count in PostgreSQL (a write per API request) and model-asynch's "
+            "semaphores per machine, so maxConcurrency holds only within one machine. Set REDIS_URL.",
             id="ops.W001",
         )
     ]
