@@ -72,9 +72,11 @@ def test_0006_keeps_every_output_and_notice_and_drops_only_the_foreign_key(tmp_p
                 "SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' "
                 "AND confrelid = 'ai_runtime_job'::regclass"
             ).fetchall()
-            # Only the job's own result and invocation logs still cascade from it.
+            # Only the job's own result and invocation logs still cascade from it (and its
+            # lineage: retried from, rerun as, on the job table itself).
             assert sorted(row[0] for row in foreign_keys) == [
                 "ai_invocation_log",
+                "ai_runtime_job",
                 "ai_runtime_job",
                 "ai_runtime_result",
             ]

@@ -204,7 +204,7 @@ def test_the_command_shows_progress_and_every_table(runtime, settings, monkeypat
     call_command("prune_data", stdout=out)
     printed = out.getvalue()
     assert "  jobs: " in printed and "(3 batches" in printed
-    assert re.search(r"^jobs: deleted 17 \(.*ai runtime results 5.*\)$", printed, re.M), printed
+    assert re.search(r"^jobs: deleted 17 \(.*AI runtime results 5.*\)$", printed, re.M), printed
 
 
 def test_beat_runs_retention_every_retention_interval(runtime):
