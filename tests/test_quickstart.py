@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.apps import apps as django_apps
 
 from ops import quickstart
 from tests.runtime_fixtures import ROOT, free_port, wait_for
@@ -28,13 +27,6 @@ DEFAULT_API = quickstart.DEFAULTS["api"]
 # What the suite's environment points at PostgreSQL and Redis; make run is the embedded default.
 NOT_EMBEDDED = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "METRICS_REDIS_URL", "PROMETHEUS_MULTIPROC_DIR",
                 "MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # fmt: skip
-
-
-# Issue 11 (consent, accounts) brings POST /auth/register and ``targetId: "me"``, which the
-# quick start is written against (contract §2); strict, so this marker goes when it lands.
-waits_for_consent = pytest.mark.xfail(
-    not django_apps.is_installed("accounts"), strict=True, reason="POST /auth/register and targetId 'me' (issue 11)"
-)
 
 
 def test_the_readmes_quick_start_is_what_make_run_prints():
@@ -112,7 +104,6 @@ def test_make_run_prints_the_quick_start_with_its_own_port(make_run):
 
 
 @pytest.mark.slow
-@waits_for_consent
 def test_make_run_then_the_readmes_quick_start_ends_with_the_learners_records(make_run):
     out = _paste(make_run, "learner")
     job = json.loads(out[0])
@@ -134,7 +125,6 @@ def test_the_readmes_model_asynch_trip_brings_back_the_stand_ins_answer(make_run
 
 
 @pytest.mark.slow
-@waits_for_consent
 def test_an_account_of_ones_own_from_the_readme(make_run):
     out = _paste(make_run, "account")
     assert json.loads(out[0]) == {"aiAnalysisEnabled": True}
