@@ -85,7 +85,10 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
     changes["updated_at"] = timezone.now()
     if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
         raise _not_found(model_name)
-    return AsynchModel.objects.get(model_name=model_name)
+    updated = AsynchModel.objects.filter(model_name=model_name).first()
+    if updated is None:  # deleted between the two statements: as missing as before
+        raise _not_found(model_name)
+    return updated
 
 
 def model_delete(*, model_name: str) -> None:
