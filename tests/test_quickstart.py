@@ -87,7 +87,7 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
 def _paste(run: MakeRun, block: str) -> list[str]:
     """The README's block as it stands (but for make run's port), in bash."""
     script = quickstart.readme_block(README.read_text(), block)
-    assert script is not None and script.startswith(f"API={DEFAULT_API}\n")
+    assert script is not None and script.startswith(f"API={DEFAULT_API}")
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script.replace(DEFAULT_API, run.api)],
         capture_output=True, text=True, timeout=120,
@@ -122,6 +122,16 @@ def test_the_readmes_model_asynch_trip_brings_back_the_stand_ins_answer(make_run
     out = _paste(make_run, "model_asynch")
     assert json.loads(out[0]) == {"modelName": "demo-chat", "maxConcurrency": 2, "queueLimit": 20}
     assert out[-1] == "This is the local stand-in model, not DeepSeek. You said: Hello!"
+
+
+@pytest.mark.slow
+def test_the_readmes_create_model_example_registers_the_seeds_model_masked(make_run):
+    (line,) = _paste(make_run, "create_model")
+    assert json.loads(line) == {
+        "modelName": "model-service",
+        "apiKey": "Authorization:****-key,X-Team:****",
+        "enabled": 1,
+    }
 
 
 @pytest.mark.slow
