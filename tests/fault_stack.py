@@ -134,6 +134,18 @@ class Stack:
         path = self.folder / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def start_all(self, *, runtimes: dict[str, int]) -> dict[str, int]:
+        """The whole deployment: web, two Celery workers, one beat and the given runtimes
+        (name: concurrency), ready; their pids, to check later that none was restarted."""
+        self.start_web()
+        for name in ("w1", "w2"):
+            self.start_worker(name)
+        self.start_beat()
+        for name, concurrency in runtimes.items():
+            self.start_runtime(name, concurrency=concurrency)
+        self.wait_ready()
+        return self.pids()
+
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         for name, process in self.processes.items():

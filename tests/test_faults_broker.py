@@ -84,13 +84,7 @@ def test_workers_and_beat_outlive_30s_without_the_broker_and_the_reaper_and_asyn
         stack.migrate()
         [(token, user_id)] = stack.seed_users(1)
         tenant_key = stack.tenant_key("biz")
-        stack.start_web()
-        for name in ("w1", "w2"):
-            stack.start_worker(name)
-        stack.start_beat()
-        stack.start_runtime("rt1", concurrency=8)
-        stack.wait_ready()
-        pids = stack.pids()
+        pids = stack.start_all(runtimes={"rt1": 8})
 
         # model-asynch: calls that take 3 s each, so drains are running when the broker goes.
         model_server.behaviour = lambda call, i: (200, {"n": call.json["n"]}, 3.0 if i < 2 else 0.05)

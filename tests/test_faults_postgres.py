@@ -70,14 +70,7 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     stack, postgres = stack
     learners = stack.seed_users(3)
     tenant_key = stack.tenant_key("biz")
-    stack.start_web()
-    for name in ("w1", "w2"):
-        stack.start_worker(name)
-    stack.start_beat()
-    stack.start_runtime("rt1")
-    stack.start_runtime("rt2")
-    stack.wait_ready()
-    pids = stack.pids()
+    pids = stack.start_all(runtimes={"rt1": 4, "rt2": 4})
     answered_at: list[float] = []  # when the model service answered each call
 
     def model(call, index):

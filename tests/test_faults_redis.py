@@ -45,14 +45,7 @@ def test_redis_killed_8s_under_load_no_500_no_double_call_the_same_workers_and_e
         stack.migrate()
         learners = stack.seed_users(2)
         tenant_key = stack.tenant_key("biz")
-        stack.start_web()
-        for name in ("w1", "w2"):
-            stack.start_worker(name)
-        stack.start_beat()
-        stack.start_runtime("rt1")
-        stack.start_runtime("rt2")
-        stack.wait_ready()
-        pids = stack.pids()
+        pids = stack.start_all(runtimes={"rt1": 4, "rt2": 4})
         # Calls of 0.15 to 0.75 s: some are always in flight, and answer after Redis died.
         model_server.behaviour = lambda call, i: (200, {"n": call.json["n"]}, 0.15 + (call.json["n"] % 6) * 0.12)
         create_model(stack, tenant_key, model_server.url, maxConcurrency=MAX_CONCURRENCY)
