@@ -41,10 +41,33 @@ def job_link(job_id: str | None, *, arrow: str = "") -> str:
     return format_html('{}<a class="job-id" href="{}">{}</a>', arrow, url, job_id)
 
 
-class ResultInline(admin.StackedInline):
-    model = AiRuntimeResult
+class TokensAndCost:
+    """Token counts with separators and money in dollars, for the result and log pages."""
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, row: AiRuntimeResult | AiInvocationLog) -> str:
+        return formatting.count(row.total_tokens)
+
+    @admin.display(description="cost", ordering="cost_cents")
+    def cost(self, row: AiRuntimeResult | AiInvocationLog) -> str:
+        return formatting.dollars(row.cost_cents)
+
+
+class ReadOnlyInline:
+    """What a job holds is written by the protocol, never by hand."""
+
     extra = 0
     can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ResultInline(TokensAndCost, ReadOnlyInline, admin.StackedInline):
+    model = AiRuntimeResult
     fields = [
         "id",
         "attempt_no",
@@ -64,21 +87,9 @@ class ResultInline(admin.StackedInline):
             f"({formatting.count(result.prompt_tokens)} + {formatting.count(result.completion_tokens)})"
         )
 
-    @admin.display(description="cost")
-    def cost(self, result: AiRuntimeResult) -> str:
-        return formatting.dollars(result.cost_cents)
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class InvocationLogInline(admin.TabularInline):
+class InvocationLogInline(TokensAndCost, ReadOnlyInline, admin.TabularInline):
     model = AiInvocationLog
-    extra = 0
-    can_delete = False
     fields = [
         "attempt_no",
         "runtime_instance_id",
@@ -91,20 +102,6 @@ class InvocationLogInline(admin.TabularInline):
         "started_at",
     ]
     readonly_fields = fields
-
-    @admin.display(description="tokens")
-    def tokens(self, log: AiInvocationLog) -> str:
-        return formatting.count(log.total_tokens)
-
-    @admin.display(description="cost")
-    def cost(self, log: AiInvocationLog) -> str:
-        return formatting.dollars(log.cost_cents)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(AiRuntimeJob)
@@ -273,18 +270,6 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
             f"{cancelled} pending job(s) cancelled; cancellation requested for {requested} running job(s); "
             f"{len(ids) - cancelled - requested} already finished.",
         )
-
-
-class TokensAndCost:
-    """Token counts with separators and money in dollars, for the result and log pages."""
-
-    @admin.display(description="tokens", ordering="total_tokens")
-    def tokens(self, row: AiRuntimeResult | AiInvocationLog) -> str:
-        return formatting.count(row.total_tokens)
-
-    @admin.display(description="cost", ordering="cost_cents")
-    def cost(self, row: AiRuntimeResult | AiInvocationLog) -> str:
-        return formatting.dollars(row.cost_cents)
 
 
 @admin.register(AiRuntimeResult)
