@@ -218,6 +218,10 @@ CELERY_BROKER_HEARTBEAT = env.int("CELERY_BROKER_HEARTBEAT", default=30)  # AMQP
 # A task running when the connection drops goes on: a drain holding model answers
 # stores them (the database is the truth; a redelivered message finds nothing to do).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# After a reconnect Celery lowers the prefetch for the tasks still running and raises it again
+# as they end; on RabbitMQ the raise never reaches the running consumer and a worker sat idle
+# with messages waiting (celery#9512, tests/test_faults_broker.py). Full prefetch at once.
+CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION = env.bool("CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION", default=False)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

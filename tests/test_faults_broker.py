@@ -66,6 +66,16 @@ class RabbitBroker:
         _rabbitmqctl("delete_vhost", self.vhost)
 
 
+def _unfinished(stack: Stack, jobs: list[str], tasks: list[str]) -> str:
+    """What a timeout leaves behind: the rows not done and the tails of the Celery logs."""
+    rows = stack.sql("SELECT id, status, attempt_no, locked_by, lease_until FROM ai_runtime_job "
+                     "WHERE id = ANY(%s) AND status <> 'succeeded'", jobs)  # fmt: skip
+    rows += stack.sql("SELECT id, state, attempt_no, retry_count, locked_by, lease_until FROM asynch_task "
+                      "WHERE id = ANY(%s) AND state <> 2", tasks)  # fmt: skip
+    logs = "\n".join(f"--- {name} ---\n{stack.log(name)[-4000:]}" for name in ("w1", "w2", "beat"))
+    return f"not done: {rows}\n{logs}"
+
+
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_workers_and_beat_outlive_30s_without_the_broker_and_the_reaper_and_asynch_resume(
     broker, postgres, tmp_path: Path, model_server
@@ -127,16 +137,19 @@ def test_workers_and_beat_outlive_30s_without_the_broker_and_the_reaper_and_asyn
         back_at = time.monotonic()
 
         deadline = REAPER_INTERVAL + 30
-        done_at = wait_until(
-            lambda: (
-                stack.sql("SELECT count(*) FROM ai_runtime_job WHERE id = ANY(%s) AND status = 'succeeded'", jobs)
-                == [(len(jobs),)]
-                and stack.sql("SELECT count(*) FROM asynch_task WHERE id = ANY(%s) AND state = 2", tasks)
-                == [(len(tasks),)]
-            ),
-            timeout=deadline,
-            what=f"every job and task to succeed within {deadline} s of the broker's return",
-        )
+        try:
+            done_at = wait_until(
+                lambda: (
+                    stack.sql("SELECT count(*) FROM ai_runtime_job WHERE id = ANY(%s) AND status = 'succeeded'", jobs)
+                    == [(len(jobs),)]
+                    and stack.sql("SELECT count(*) FROM asynch_task WHERE id = ANY(%s) AND state = 2", tasks)
+                    == [(len(tasks),)]
+                ),
+                timeout=deadline,
+                what=f"every job and task to succeed within {deadline} s of the broker's return",
+            )
+        except AssertionError as timeout:
+            raise AssertionError(_unfinished(stack, jobs, tasks)) from timeout
         exited = {name: code for name, code in stack.exited().items() if name != "rt1"}
         assert exited == {}, {name: stack.log(name)[-3000:] for name in exited}
         assert {name: pid for name, pid in stack.pids().items() if name != "rt2"} == {
