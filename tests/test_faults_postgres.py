@@ -154,14 +154,15 @@ def test_postgres_down_5s_under_load_answers_503_then_serves_again_and_loses_no_
     assert {(a.code, a.retry_after) for a in unavailable} == {("SERVICE_UNAVAILABLE", "1")}
     assert not [a for a in answers if a.ended < down_at and a.status == 503]  # before: all well
 
-    # Service resumes by itself within 2 s of the database being back, for every API: the first
-    # request that was served (not refused) started that soon. Its own latency is the load's
-    # (a login hashes a password on a loaded 2-core machine), not the outage's.
+    # Service resumes by itself within 2 s of the database being back, for every API: no request
+    # that started later was refused, and each API served one that started within 3 s (the
+    # first one may follow a refused one and its pause: an admin page takes over a second to
+    # answer on a loaded 2-core machine). Its own latency is the load's, not the outage's.
     recovery = {
         what: min(a.started for a in answers if a.what == what and a.started >= back_at and a.status != 503) - back_at
         for what in db_backed
     }
-    assert max(recovery.values()) <= 2.0, recovery
+    assert max(recovery.values()) <= 3.0, recovery
     late = [(a.what, round(a.started - back_at, 2)) for a in load.between(back_at + 2.0, ended_at) if a.status == 503]
     assert not late, (late, time.time() - time.monotonic() + back_at, restart_at - back_at)
     served = stack.served()
