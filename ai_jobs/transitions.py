@@ -35,7 +35,7 @@ from quotas.models import PlatformCircuitBreaker, UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
 # Each job's user by the public id its body carries, read in the transition's own statement.
-_PUBLIC_ID = f"(SELECT a.public_id FROM {Account._meta.db_table} a WHERE a.user_id = {TABLE}.user_id)"
+PUBLIC_ID_SQL = f"(SELECT a.public_id FROM {Account._meta.db_table} a WHERE a.user_id = {TABLE}.user_id)"
 ACTIVE_SQL = "status IN ('locked', 'running')"
 # Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
 HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
@@ -85,7 +85,7 @@ def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
     """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs, with
     their user's public id, without the ORM's per-query column introspection (this
     is the hot path)."""
-    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}, {_PUBLIC_ID}"), params)
+    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}, {PUBLIC_ID_SQL}"), params)
     converters = _converters()
     jobs = []
     for row in rows:
@@ -108,6 +108,8 @@ _LOCK_SET = (
     "status = 'locked', locked_by = %s, locked_at = %s, lock_until = %s, "
     "deadline_ms = %s + timeout_seconds * 1000, attempt_no = attempt_no + 1, updated_at = %s"
 )
+# A lock that is at once the first heartbeat's move to running (seed 000 §5.3).
+_START_SET = _LOCK_SET.replace("status = 'locked'", "status = 'running'") + ", started_at = %s"
 
 
 def lock(
@@ -133,12 +135,14 @@ def claim(
     now: dt.datetime,
     lease: dt.timedelta,
     trial: bool = False,
+    start: bool = False,
 ) -> list[AiRuntimeJob]:
     """pending → locked for the first ``limit`` due jobs of the given types, in
     ``(priority, created_at, id)`` order. ``SKIP LOCKED`` lets any number of runtimes
     claim at once: each skips the rows another is taking instead of waiting for them.
     Platform-key jobs only while the breaker is closed; ``trial``: only platform-key
-    jobs, for a caller holding the half-open breaker's row."""
+    jobs, for a caller holding the half-open breaker's row. ``start``: straight to
+    ``running`` (the claim fast path, whose caller is handed everything at once)."""
     if not job_types or limit <= 0:
         return []
     breaker = "api_key_mode = 'platform_key'" if trial else PLATFORM_ALLOWED_SQL
@@ -149,9 +153,10 @@ def claim(
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE status = 'pending' AND available_at <= %s "
         f"AND job_type IN ({placeholders(job_types)}) AND {breaker} "
         f"ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
-        f"UPDATE {TABLE} SET {_LOCK_SET} WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING *"
+        f"UPDATE {TABLE} SET {_START_SET if start else _LOCK_SET} WHERE status = 'pending' "
+        "AND id IN (SELECT id FROM picked) RETURNING *"
     )
-    jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now])
+    jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now, *([now] if start else [])])
     jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
     return jobs
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 from django.conf import settings
@@ -246,21 +248,40 @@ class UserKey:
         return f"UserKey({self.provider}, {self.base_url}, ****)"
 
 
+# The columns ``credential_unseal`` needs, in its order, for a caller that reads them
+# in its own statement (the runtime's credential call joins them to the job's row).
+RESOLVE_COLUMNS = ("id", "provider", "base_url", "key_id", "nonce", "ciphertext")
+
+
 @sensitive_variables()
 def credential_resolve(*, user_id: int | str, credential_id: str) -> UserKey:
     """The user's decrypted key, for ``job_credential`` (which has already checked
     that the caller holds the job's lease). Missing, deleted or another user's:
     ``CREDENTIAL_NOT_FOUND``. A key that does not decrypt is an error, never a guess;
     the runtime reports ``CREDENTIAL_RESOLVE_FAILED``."""
-    credential = Credential.objects.filter(id=credential_id, user_id=user_id, deleted_at__isnull=True).first()
-    if credential is None:
+    row = (
+        Credential.objects.filter(id=credential_id, user_id=user_id, deleted_at__isnull=True)
+        .values_list(*RESOLVE_COLUMNS)
+        .first()
+    )
+    return credential_unseal(user_id=user_id, credential_id=credential_id, row=row)
+
+
+@sensitive_variables()
+def credential_unseal(*, user_id: int | str, credential_id: str, row: Sequence[Any] | None) -> UserKey:
+    """The clear key of a live credential row of this user, read as ``RESOLVE_COLUMNS``
+    (None: missing, deleted or another user's, ``CREDENTIAL_NOT_FOUND``). A key that
+    does not decrypt: ``CREDENTIAL_RESOLVE_FAILED``, never a wrong key."""
+    if row is None or row[0] is None:
         raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, f"Credential {credential_id} not found or deleted")
+    found_id, provider, base_url, key_id, nonce, ciphertext = row
+    sealed = crypto.Sealed(key_id=key_id, nonce=bytes(nonce), ciphertext=bytes(ciphertext))
     try:
-        api_key = _clear_key(credential)
+        api_key = crypto.unseal(sealed, owner_id=str(user_id), credential_id=found_id)
     except crypto.CredentialDecryptError as error:
         logger.error("credential resolve failed: %s", error)
         raise DomainError(ErrorCode.CREDENTIAL_RESOLVE_FAILED, f"{error}. The credential cannot be resolved.") from None
-    return UserKey(provider=credential.provider, base_url=credential.effective_base_url, api_key=api_key)
+    return UserKey(provider=provider, base_url=base_url or settings.DEEPSEEK_BASE_URL, api_key=api_key)
 
 
 # --- key rotation -----------------------------------------------------------------------------

@@ -113,6 +113,19 @@ class PollSerializer(serializers.Serializer):
         return list(dict.fromkeys(name for name in value if name in known))
 
 
+CLAIM_INCLUDES = ("snapshot", "credential")
+
+
+class ClaimSerializer(PollSerializer):
+    include = serializers.ListField(
+        child=serializers.ChoiceField(choices=CLAIM_INCLUDES),
+        required=False,
+        max_length=10,
+        help_text="The fast path (contract §3): each job also carries its snapshot and/or credential, and is "
+        "already running (startedAt set) with its lease",
+    )
+
+
 class EmptySerializer(serializers.Serializer):
     pass
 
@@ -147,6 +160,17 @@ class CredentialSerializer(serializers.Serializer):
     baseUrl = serializers.CharField(source="base_url")
     modelName = serializers.CharField(source="model_name")
     apiKey = serializers.CharField(source="api_key")
+
+
+class ClaimedJobSerializer(JobSerializer):
+    """A job of a claim with ``include``: it is ``running``, and carries what was asked for."""
+
+    snapshot = SnapshotSerializer(required=False, help_text="The body GET .../snapshot gives (with jobId)")
+    credential = CredentialSerializer(required=False, help_text="The body POST .../credential gives")
+
+
+class ClaimedJobsSerializer(serializers.Serializer):
+    jobs = ClaimedJobSerializer(many=True)
 
 
 class UsageSerializer(serializers.Serializer):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.encoders import JSONEncoder
 from rest_framework.views import APIView
 
 from ai_jobs import selectors, services
@@ -50,13 +54,42 @@ class PollView(InternalView):
         return Response(s.jobs_body(jobs))
 
 
-@extend_schema(tags=["internal runtime"], request=s.PollSerializer, responses=s.JobsSerializer, parameters=[INSTANCE])
+@extend_schema(
+    tags=["internal runtime"], request=s.ClaimSerializer, responses=s.ClaimedJobsSerializer, parameters=[INSTANCE]
+)
 class ClaimView(InternalView):
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponseBase:
         instance_id = instance_id_of(request)
-        data = _valid(s.PollSerializer, request)
-        jobs = services.job_claim(job_types=data["capabilities"], limit=data["limit"], instance_id=instance_id)
-        return Response(s.jobs_body(jobs))
+        data = _valid(s.ClaimSerializer, request)
+        include = set(data.get("include") or ())
+        if not include:
+            jobs = services.job_claim(job_types=data["capabilities"], limit=data["limit"], instance_id=instance_id)
+            return Response(s.jobs_body(jobs))
+        started = services.job_claim_started(
+            job_types=data["capabilities"],
+            limit=data["limit"],
+            instance_id=instance_id,
+            snapshot="snapshot" in include,
+            credential="credential" in include,
+        )
+        response = _json_text('{"jobs":[' + ",".join(_started_text(job) for job in started) + "]}")
+        if "credential" in include:
+            response["Cache-Control"] = "no-store"
+        return response
+
+
+def _json_text(text: str) -> HttpResponse:
+    """A JSON body already serialized (a snapshot's stored text inside): sent as it is."""
+    return HttpResponse(text.encode(), content_type="application/json")
+
+
+def _started_text(started: services.StartedJob) -> str:
+    """A claimed job's body with its snapshot text spliced in, never decoded."""
+    body = s.render(s.JobSerializer, started.job)
+    if started.credential is not None:
+        body["credential"] = s.render(s.CredentialSerializer, started.credential)
+    text = json.dumps(body, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
+    return text if started.snapshot is None else text[:-1] + ',"snapshot":' + started.snapshot + "}"
 
 
 @extend_schema(tags=["internal runtime"], request=s.EmptySerializer, responses=s.LockSerializer, parameters=[INSTANCE])
@@ -88,9 +121,8 @@ class HeartbeatView(InternalView):
 @extend_schema(tags=["internal runtime"], responses=s.SnapshotSerializer, parameters=[INSTANCE])
 class SnapshotView(InternalView):
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
-    def get(self, request: Request, job_id: str) -> Response:
-        snapshot = services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request))
-        return Response({"jobId": job_id, **s.render(s.SnapshotSerializer, snapshot)})
+    def get(self, request: Request, job_id: str) -> HttpResponse:
+        return _json_text(services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request)))
 
 
 @extend_schema(

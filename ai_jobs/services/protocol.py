@@ -5,6 +5,7 @@ credential, result, fail, invocation logs. Status changes go through
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -13,13 +14,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import job_types, metrics, output_schemas, selectors, transitions
+from ai_jobs import held, job_types, metrics, output_schemas, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
-    AiJobSnapshot,
     AiRuntimeJob,
     AiRuntimeResult,
     ApiKeyMode,
@@ -28,9 +29,9 @@ from ai_jobs.models import (
 from ai_jobs.notifications import notify_after_commit
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
-from credentials.services import credential_resolve
+from credentials.services import credential_unseal
 from quotas import services as quotas
-from quotas.models import CircuitState, UserAiSettings
+from quotas.models import CircuitState
 
 logger = logging.getLogger(__name__)
 
@@ -114,11 +115,14 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
         return take(free) if free > 0 else []
 
 
-def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str) -> list[AiRuntimeJob]:
+def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False) -> list[AiRuntimeJob]:
     """One statement, atomic on its own: picking and locking happen together. While
-    the breaker is half-open, a second step adds trial platform-key jobs."""
+    the breaker is half-open, a second step adds trial platform-key jobs. ``start``:
+    the jobs go straight to ``running`` (the fast path, ``job_claim_started``)."""
     limit, now = min(limit, selectors.POLL_MAX), timezone.now()
-    jobs = transitions.claim(job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=_lease())
+    jobs = transitions.claim(
+        job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=_lease(), start=start
+    )
     if len(jobs) < limit and job_types and quotas.breaker_state_hint() == CircuitState.HALF_OPEN:
         jobs += _trial(
             lambda free: transitions.claim(
@@ -128,10 +132,58 @@ def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str) -> list
                 now=now,
                 lease=_lease(),
                 trial=True,
+                start=start,
             )
         )
         jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
     return jobs
+
+
+@dataclass(frozen=True)
+class StartedJob:
+    """A job of the claim fast path: ``running``, with the body ``GET .../snapshot``
+    gives (``snapshot``, JSON text) and the key ``POST .../credential`` gives, as asked."""
+
+    job: AiRuntimeJob
+    snapshot: str | None
+    credential: ResolvedCredential | None
+
+
+def job_claim_started(
+    *, job_types: Sequence[str], limit: int, instance_id: str, snapshot: bool, credential: bool
+) -> list[StartedJob]:
+    """Claim with ``include`` (contract §3): the claim, then one read of every claimed
+    job's consent, snapshot text and credential columns. Each job gets what the
+    separate calls would give, under the same rules: a job whose consent was withdrawn
+    ends ``cancelled`` (the snapshot call's ``JOB_NOT_ACTIVE``, after which a runtime
+    drops it); a credential that cannot be resolved fails the job with
+    ``CREDENTIAL_RESOLVE_FAILED``, as the reference runtime reports it. Neither is in
+    the answer."""
+    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True)
+    rows = held.claimed_jobs(job_ids=[job.id for job in jobs], snapshot=snapshot, credential=credential)
+    now = timezone.now()
+    started = []
+    for job in jobs:
+        row = rows[job.id]
+        if not row.consents:
+            _withdrawn(job.id, instance_id)
+            continue
+        resolved = None
+        if credential:
+            try:
+                resolved = _resolved(row)
+            except DomainError as error:
+                job_fail(
+                    job_id=job.id,
+                    instance_id=instance_id,
+                    attempt_no=job.attempt_no,
+                    error_code=RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED.code,
+                    error_message=f"Credential not resolved: {error.code.code}: {error}",
+                )
+                continue
+        text = _snapshot_text(row, now) if snapshot else None
+        started.append(StartedJob(job=job, snapshot=text, credential=resolved))
+    return started
 
 
 def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
@@ -141,28 +193,17 @@ def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
     return beat
 
 
-def _consents(job: AiRuntimeJob) -> bool:
-    """Whether the job may go on: no cancel requested, and its user's AI analysis on."""
-    if job.cancel_requested:
-        return False
-    try:
-        return bool(job.user.ai_settings.ai_analysis_enabled)
-    except UserAiSettings.DoesNotExist:
-        return bool(settings.AI_ANALYSIS_ENABLED_BY_DEFAULT)
-
-
-def _held_job(job_id: str, instance_id: str) -> AiRuntimeJob:
-    """The job, for the holder of its live lease, while its user's consent holds:
-    once it no longer does, the job ends ``cancelled`` here and the caller gets
-    ``409 JOB_NOT_ACTIVE`` (contract §3: consent holds for the job's whole life)."""
-    job = (
-        selectors.with_public_ids(AiRuntimeJob.objects.select_related("snapshot", "user", "user__ai_settings"))
-        .filter(id=job_id, status__in=ACTIVE_STATUSES, locked_by=instance_id, lock_until__gte=timezone.now())
-        .first()
+def _held(job_id: str, instance_id: str, *, snapshot: bool = False, credential: bool = False) -> held.HeldJob:
+    """The job, for the holder of its live lease, while its user's consent holds, in
+    one statement: once consent no longer holds, the job ends ``cancelled`` here and
+    the caller gets ``409 JOB_NOT_ACTIVE`` (contract §3: consent holds for the job's
+    whole life)."""
+    job = held.held_job(
+        job_id=job_id, instance_id=instance_id, now=timezone.now(), snapshot=snapshot, credential=credential
     )
     if job is None:
         raise _refuse(job_id, instance_id)
-    if not _consents(job):
+    if not job.consents:
         raise _withdrawn(job_id, instance_id)
     return job
 
@@ -182,16 +223,28 @@ def _withdrawn(job_id: str, instance_id: str, attempt_no: int | None = None) -> 
     )
 
 
-def job_snapshot(*, job_id: str, instance_id: str) -> AiJobSnapshot:
-    """The job's snapshot, rebuilt when missing or expired (seed 002 v1.1), while
-    its user's consent holds."""
-    job = _held_job(job_id, instance_id)
+def job_snapshot(*, job_id: str, instance_id: str) -> str:
+    """The body of ``GET .../snapshot`` (JSON text, the stored ``data`` as it is),
+    rebuilt when missing or expired (seed 002 v1.1), while its user's consent holds."""
+    return _snapshot_text(_held(job_id, instance_id, snapshot=True), timezone.now())
+
+
+def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
     snapshot = job.snapshot
-    if snapshot is None or snapshot.expires_at <= timezone.now():
-        snapshot = snapshot_create(user=job.user, target_type=job.target_type, target_id=job.target_id)
-        AiRuntimeJob.objects.filter(id=job.id).update(snapshot=snapshot, updated_at=timezone.now())
-    snapshot.user_public_id = job.user_public_id
-    return snapshot
+    if snapshot is None or snapshot.expires_at <= now:
+        user = get_user_model().objects.get(pk=job.user_id)
+        built = snapshot_create(user=user, target_type=job.target_type, target_id=job.target_id)
+        AiRuntimeJob.objects.filter(id=job.id).update(snapshot=built, updated_at=timezone.now())
+        snapshot = held.SnapshotRow(
+            id=built.id,
+            target_type=built.target_type,
+            target_id=built.target_id,
+            schema_version=built.schema_version,
+            created_at=built.created_at,
+            expires_at=built.expires_at,
+            payload_text=json.dumps(built.payload, ensure_ascii=False, separators=(",", ":")),
+        )
+    return held.snapshot_body(job_id=job.id, user_public_id=job.user_public_id, snapshot=snapshot)
 
 
 @dataclass(frozen=True)
@@ -207,8 +260,12 @@ class ResolvedCredential:
 
 
 def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
-    """The model key for the job, only to the instance holding its lease."""
-    job = _held_job(job_id, instance_id)
+    """The model key for the job, only to the instance holding its lease: one
+    statement reads the job, its consent and its credential's sealed key."""
+    return _resolved(_held(job_id, instance_id, credential=True))
+
+
+def _resolved(job: held.HeldJob) -> ResolvedCredential:
     if job.api_key_mode == ApiKeyMode.PLATFORM_KEY:
         if not settings.PLATFORM_DEEPSEEK_API_KEY:
             raise DomainError(ErrorCode.CREDENTIAL_NOT_FOUND, "No platform model key is configured")
@@ -219,7 +276,7 @@ def job_credential(*, job_id: str, instance_id: str) -> ResolvedCredential:
         # The credentials app decrypts the user's key: CREDENTIAL_NOT_FOUND when missing,
         # deleted or another user's; CREDENTIAL_RESOLVE_FAILED (never a wrong key) when it
         # does not decrypt.
-        user_key = credential_resolve(user_id=job.user_id, credential_id=job.credential_id)
+        user_key = credential_unseal(user_id=job.user_id, credential_id=job.credential_id, row=job.credential_row)
         provider, base_url, api_key = user_key.provider, user_key.base_url, user_key.api_key
     return ResolvedCredential(
         api_key_mode=job.api_key_mode, provider=provider, base_url=base_url, model_name=job.model_name, api_key=api_key
