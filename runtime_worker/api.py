@@ -4,6 +4,7 @@ no model, no service of the server is imported here (DESIGN rule 6)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -61,9 +62,14 @@ class Job:
     model_provider: str
     lock_until_ms: int | None
     params: dict[str, Any] = field(default_factory=dict)
+    status: str = "locked"
+    # The claim fast path (``include``): what the snapshot and credential calls would give.
+    snapshot: dict[str, Any] | None = None
+    credential: Credential | None = field(default=None, repr=False)
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Job:
+        snapshot, credential = body.get("snapshot"), body.get("credential")
         return cls(
             job_id=body["jobId"],
             job_type=body["jobType"],
@@ -77,6 +83,9 @@ class Job:
             model_provider=body.get("modelProvider") or "deepseek",
             lock_until_ms=body.get("lockUntil"),
             params=body.get("params") or {},
+            status=str(body.get("status") or "locked"),
+            snapshot=snapshot if isinstance(snapshot, dict) else None,
+            credential=Credential.from_wire(credential) if isinstance(credential, dict) else None,
         )
 
 
@@ -87,6 +96,16 @@ class Credential:
     base_url: str
     model_name: str
     api_key: str
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Credential:
+        return cls(
+            api_key_mode=str(body.get("apiKeyMode", "")),
+            provider=str(body.get("provider", "deepseek")),
+            base_url=str(body.get("baseUrl", "")),
+            model_name=str(body.get("modelName", "")),
+            api_key=str(body.get("apiKey", "")),
+        )
 
     def __repr__(self) -> str:  # a repr never shows the key
         return f"Credential({self.api_key_mode}, {self.provider}, {self.base_url}, {self.model_name}, ****)"
@@ -101,8 +120,12 @@ class Beat:
 class InternalApi:
     """One instance per runtime, shared by its threads (a session per thread)."""
 
-    def __init__(self, base_url: str, token: str, instance_id: str, *, timeout: float = 15.0) -> None:
+    def __init__(
+        self, base_url: str, token: str, instance_id: str, *, timeout: float = 15.0, include: Sequence[str] = ()
+    ) -> None:
         self.base_url = base_url.rstrip("/") + "/internal/runtime"
+        # Claim's fast path (contract §3): each job comes running, with these already in hand.
+        self.include = tuple(include)
         self.instance_id = instance_id
         self.timeout = timeout
         self._headers = {
@@ -159,7 +182,10 @@ class InternalApi:
     # --- the calls of contract §3 ----------------------------------------------------
 
     def claim(self, capabilities: list[str], limit: int) -> list[Job]:
-        body = self._call("POST", "jobs/claim", {"capabilities": capabilities, "limit": limit})
+        request: dict[str, Any] = {"capabilities": capabilities, "limit": limit}
+        if self.include:
+            request["include"] = list(self.include)
+        body = self._call("POST", "jobs/claim", request)
         return [Job.from_wire(job) for job in body.get("jobs", [])]
 
     def heartbeat(self, job_id: str) -> Beat:
@@ -170,14 +196,7 @@ class InternalApi:
         return self._call("GET", f"jobs/{job_id}/snapshot")
 
     def credential(self, job_id: str) -> Credential:
-        body = self._call("POST", f"jobs/{job_id}/credential", {})
-        return Credential(
-            api_key_mode=str(body.get("apiKeyMode", "")),
-            provider=str(body.get("provider", "deepseek")),
-            base_url=str(body.get("baseUrl", "")),
-            model_name=str(body.get("modelName", "")),
-            api_key=str(body.get("apiKey", "")),
-        )
+        return Credential.from_wire(self._call("POST", f"jobs/{job_id}/credential", {}))
 
     def result(
         self,

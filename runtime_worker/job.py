@@ -3,6 +3,9 @@
     heartbeat (locked → running) ─▶ snapshot ─▶ credential ─▶ prompt
           ─▶ model (JSON) ─▶ parse ─▶ validate ─▶ result (usage, cost) ─▶ invocation logs
 
+A job claimed on the fast path (``include``) arrives ``running`` with its snapshot and
+credential: the first three steps are already done, and it goes straight to the prompt.
+
 Between steps the job passes a *checkpoint*: a cancellation seen on a heartbeat
 (``JOB_CANCELLED``), a lost lease (dropped quietly), the job's ``timeoutSeconds``
 (``JOB_TIMEOUT``) or a shutdown past its grace period (a retryable failure). The
@@ -162,8 +165,9 @@ class JobRun:
                 f"No prompt or output schema for {job.job_type} "
                 f"(promptVersion {job.prompt_version}, outputSchemaVersion {job.output_schema_version}): {error}",
             ) from None
-        self.runtime.beat(self)  # the first heartbeat: locked → running, and an early cancel
-        self.checkpoint()
+        if job.status != "running":  # a claim's fast path already started it and checked consent
+            self.runtime.beat(self)  # the first heartbeat: locked → running, and an early cancel
+            self.checkpoint()
 
         snapshot = self._snapshot()
         self.checkpoint()
@@ -237,10 +241,12 @@ class JobRun:
 
     def _snapshot(self) -> dict[str, Any]:
         job = self.job
-        try:
-            snapshot = self._fetch("snapshot", lambda: self.api.snapshot(job.job_id), attempts=4)
-        except (ApiUnavailable, ApiError) as error:
-            raise _Stop(RuntimeErrorCode.SNAPSHOT_FETCH_FAILED, f"Snapshot not fetched: {error}") from None
+        snapshot = job.snapshot
+        if snapshot is None:
+            try:
+                snapshot = self._fetch("snapshot", lambda: self.api.snapshot(job.job_id), attempts=4)
+            except (ApiUnavailable, ApiError) as error:
+                raise _Stop(RuntimeErrorCode.SNAPSHOT_FETCH_FAILED, f"Snapshot not fetched: {error}") from None
         version = snapshot.get("schemaVersion")
         if version not in SNAPSHOT_VERSIONS:
             raise _Stop(
@@ -255,10 +261,12 @@ class JobRun:
         return snapshot
 
     def _credential(self) -> Credential:
-        try:
-            credential = self._fetch("credential", lambda: self.api.credential(self.job.job_id), attempts=None)
-        except ApiError as error:
-            raise _Stop(RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED, f"Credential not resolved: {error}") from None
+        credential = self.job.credential
+        if credential is None:
+            try:
+                credential = self._fetch("credential", lambda: self.api.credential(self.job.job_id), attempts=None)
+            except ApiError as error:
+                raise _Stop(RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED, f"Credential not resolved: {error}") from None
         if not credential.api_key or not credential.base_url:
             raise _Stop(RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED, "The resolved credential has no key or base URL")
         register_secret(credential.api_key)

@@ -61,8 +61,14 @@ class Runtime:
         self, config: RuntimeConfig, *, api: InternalApi | None = None, model: ModelClient | None = None
     ) -> None:
         self.config = config
+        # The fast path: a job's life is claim, heartbeats, result (a server that does not
+        # know ``include`` hands out locked jobs, and each attempt asks for the rest).
         self.api = api or InternalApi(
-            config.api_url, config.token, config.instance_id, timeout=config.api_timeout_seconds
+            config.api_url,
+            config.token,
+            config.instance_id,
+            timeout=config.api_timeout_seconds,
+            include=("snapshot", "credential"),
         )
         self.model = model or ModelClient()
         self.stats: Counter[str] = Counter()
