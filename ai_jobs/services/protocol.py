@@ -5,7 +5,6 @@ credential, result, fail, invocation logs. Status changes go through
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -242,7 +241,7 @@ def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
             schema_version=built.schema_version,
             created_at=built.created_at,
             expires_at=built.expires_at,
-            payload_text=json.dumps(built.payload, ensure_ascii=False, separators=(",", ":")),
+            payload_text=built.payload_text,
         )
     return held.snapshot_body(job_id=job.id, user_public_id=job.user_public_id, snapshot=snapshot)
 

@@ -1,16 +1,19 @@
-"""Snapshot builders of the learning domain, one per target type (``BUILDERS``),
-which ``ai_jobs.snapshots`` reads. Every field is documented in
-``learning/SNAPSHOT.md`` (v1).
+"""Snapshots of the learning domain (every field is in ``learning/SNAPSHOT.md``):
+``document`` has the database assemble one as JSON text in one statement
+(``learning.snapshots.sql``), which is what ``ai_jobs.snapshots`` stores and sends.
 
-Each builder runs a fixed number of queries (at most about a dozen) whatever the
-size of the learner's data; see ``learning.snapshots.parts``."""
+The builders, one per target type (``BUILDERS``), say the same document with the
+ORM, a fixed number of queries each (``learning.snapshots.parts``): the readable
+reference the statement is held to (``tests/test_snapshot_sql.py``)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models.functions import Left, Length
+from django.utils import timezone
 
 from accounts.selectors import names_user
 from learning import selectors
@@ -43,6 +46,7 @@ from learning.snapshots.parts import (
     study_stats,
     with_mastery,
 )
+from learning.snapshots.sql import snapshot_document
 
 __all__ = [
     "BUILDERS",
@@ -61,6 +65,7 @@ __all__ = [
     "build_knowledge_point",
     "build_material",
     "build_user",
+    "document",
     "learner_timezone",
     "mastery_label",
     "streaks",
@@ -190,3 +195,25 @@ BUILDERS = {
     selectors.TARGET_MATERIAL: build_material,
     selectors.TARGET_KNOWLEDGE_POINT: build_knowledge_point,
 }
+
+
+def document(user: AbstractBaseUser, target_type: str, target_id: str, *, learner: dict[str, Any]) -> str:
+    """The snapshot's ``data`` as JSON text, assembled by the database: ``learner`` and
+    ``target`` first, then what the target type's builder would give (only those two
+    for a target type without one). Two statements: the learner's timezone, the document."""
+    target = {"type": target_type, "id": target_id}
+    if target_type not in BUILDERS:
+        return json.dumps({"learner": learner, "target": target}, ensure_ascii=False, separators=(",", ":"))
+    tz = learner_timezone(user)
+    now = timezone.now()
+    return snapshot_document(
+        user_id=user.pk,
+        target_type=target_type,
+        target_id=str(target_id),
+        found=target_type != selectors.TARGET_USER or names_user(user, str(target_id)),
+        timezone_name=tz.key,
+        today=now.astimezone(tz).date(),
+        generated_at=iso(now),
+        learner_json=json.dumps(learner, ensure_ascii=False),
+        target_json=json.dumps(target, ensure_ascii=False),
+    )
