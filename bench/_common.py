@@ -45,8 +45,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live children (gunicorn's workers), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.parent.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
 @contextmanager
-def gunicorn(*, workers: int = 2, threads: int = 4, extra_env: dict[str, str] | None = None) -> Iterator[str]:
+def gunicorn(
+    *,
+    workers: int = 2,
+    threads: int = 4,
+    extra_env: dict[str, str] | None = None,
+    started: list[subprocess.Popen] | None = None,
+) -> Iterator[str]:
+    """The project served by gunicorn; its process is appended to ``started`` (for its CPU)."""
     port = free_port()
     env = {
         **os.environ,
@@ -64,6 +85,8 @@ def gunicorn(*, workers: int = 2, threads: int = 4, extra_env: dict[str, str] | 
          "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
         cwd=ROOT, env=env,
     )  # fmt: skip
+    if started is not None:
+        started.append(process)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import psycopg
 import requests
 
-from bench._common import BENCH_DB_URL, RUNTIME_TOKEN, fresh_database, gunicorn, report, setup_django
+from bench._common import BENCH_DB_URL, RUNTIME_TOKEN, cpu_seconds, fresh_database, gunicorn, report, setup_django
 
 OUTPUT = {
     "summary": "ok",
@@ -43,14 +43,23 @@ COLUMNS = (
 )
 
 
-def insert_pending(conn: psycopg.Connection, user_id: int, count: int, prefix: str, target_id: str = "me") -> None:
+def insert_pending(
+    conn: psycopg.Connection,
+    user_id: int,
+    count: int,
+    prefix: str,
+    target_id: str = "me",
+    snapshot_id: str | None = None,
+) -> None:
+    """``count`` pending jobs; with ``snapshot_id``, each already names that snapshot."""
     conn.execute(
-        f"INSERT INTO ai_runtime_job ({COLUMNS}) SELECT %s || lpad(i::text, 9, '0'), %s, 'learning_state_analysis', "
+        f"INSERT INTO ai_runtime_job ({COLUMNS}, snapshot_id) SELECT %s || lpad(i::text, 9, '0'), %s, "
+        "'learning_state_analysis', "
         "'user', %s, 'pending', 0, 'platform_key', 'deepseek', 'deepseek-chat', 'v1', 'v1', 0, '{}'::jsonb, false, "
         "0, 3, 120, now() - interval '1 minute', now() - interval '1 minute' + i * interval '1 microsecond', now(), "
-        "current_date "
+        "current_date, %s "
         "FROM generate_series(1, %s) AS i",
-        (prefix, user_id, target_id, count),
+        (prefix, user_id, target_id, snapshot_id, count),
     )
     conn.commit()
 
@@ -234,7 +243,9 @@ def http_lifecycle(base_url: str, threads: int) -> float:
 # --- 4. claim latency ----------------------------------------------------------------------------------
 
 
-def claim_latency_ms(samples: int) -> tuple[float, float]:
+def claim_latency_ms(samples: int, *, include: bool = False) -> tuple[float, float]:
+    """Median and p95 of one claim of 10; ``include``: the fast path (snapshot and
+    credential with each job, the snapshots already stored)."""
     from django.db import connection
 
     from ai_jobs import services
@@ -242,11 +253,105 @@ def claim_latency_ms(samples: int) -> tuple[float, float]:
     timings = []
     for _ in range(samples):
         started = time.perf_counter()
-        services.job_claim(job_types=["learning_state_analysis"], limit=10, instance_id="latency")
+        if include:
+            services.job_claim_started(
+                job_types=["learning_state_analysis"], limit=10, instance_id="latency", snapshot=True, credential=True
+            )
+        else:
+            services.job_claim(job_types=["learning_state_analysis"], limit=10, instance_id="latency")
         timings.append((time.perf_counter() - started) * 1000)
     connection.close()
     timings.sort()
     return statistics.median(timings), timings[int(len(timings) * 0.95)]
+
+
+# --- 5. the read path: server CPU per request -------------------------------------------------
+
+
+def learning_data(user: object) -> None:
+    """A learner with something to snapshot: a knowledge base of 20 points and 5
+    materials, 200 attempts over 40 days."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
+
+    base = KnowledgeBase.objects.create(user=user, name="Algebra", description="Equations and more. " * 20)
+    points = [
+        KnowledgePoint.objects.create(user=user, knowledge_base=base, name=f"Point {i}", description="About it. " * 10)
+        for i in range(20)
+    ]
+    for i in range(5):
+        Material.objects.create(user=user, knowledge_base=base, title=f"Chapter {i}", content="Text of it. " * 500)
+    now = timezone.now()
+    StudyRecord.objects.bulk_create(
+        StudyRecord(
+            user=user,
+            knowledge_point=points[i % 20],
+            is_correct=i % 3 != 0,
+            score=50 + i % 50,
+            duration_seconds=60 + i,
+            studied_at=now - dt.timedelta(hours=5 * i),
+        )
+        for i in range(200)
+    )
+
+
+def read_path_cpu(conn: psycopg.Connection, user_id: int, target_id: str, count: int) -> list[tuple[str, float, str]]:
+    """Server CPU (gunicorn, one worker, one thread, one client) per request of the
+    read path, against a heartbeat of the same run (the framework's floor)."""
+    started: list = []
+    rows: list[tuple[str, float, str]] = []
+    with gunicorn(workers=1, threads=1, started=started) as url:
+        session = requests.Session()
+        session.headers.update({"Authorization": f"Bearer {RUNTIME_TOKEN}", "x-runtime-instance-id": "cpu"})
+        api = f"{url}/internal/runtime/jobs"
+
+        def measure(name: str, calls: list[Callable[[], requests.Response]]) -> None:
+            before = cpu_seconds(started[0].pid)
+            for call in calls:
+                call().raise_for_status()
+            rows.append((name, (cpu_seconds(started[0].pid) - before) * 1000 / len(calls), "ms CPU"))
+
+        def claim_all(body: dict) -> list[dict]:
+            jobs: list[dict] = []
+            while len(jobs) < count:
+                answer = session.post(f"{api}/claim", json={"capabilities": ["learning_state_analysis"], **body})
+                jobs += answer.json()["jobs"]
+            return jobs
+
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job, ai_job_snapshot CASCADE")
+        insert_pending(conn, user_id, count, "job_cpu_", target_id)
+        session.post(f"{api}/poll", json={"capabilities": ["learning_state_analysis"]}).raise_for_status()  # warm
+        ids = [job["jobId"] for job in claim_all({"limit": 50})]
+        measure(
+            "POST heartbeat (the framework floor)",
+            [lambda i=i: session.post(f"{api}/{i}/heartbeat", json={}) for i in ids],
+        )
+        measure("GET snapshot, missing: built", [lambda i=i: session.get(f"{api}/{i}/snapshot") for i in ids])
+        measure("GET snapshot, stored", [lambda i=i: session.get(f"{api}/{i}/snapshot") for i in ids])
+        measure("POST credential", [lambda i=i: session.post(f"{api}/{i}/credential", json={}) for i in ids])
+
+        # A job's whole read path: the separate calls, then the fast path (snapshots built on the way).
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job, ai_job_snapshot CASCADE")
+        insert_pending(conn, user_id, count, "job_cps_", target_id)
+        body = {"capabilities": ["learning_state_analysis"], "limit": 1}
+
+        def separate() -> requests.Response:
+            [job] = session.post(f"{api}/claim", json=body).json()["jobs"]
+            session.post(f"{api}/{job['jobId']}/heartbeat", json={}).raise_for_status()
+            session.get(f"{api}/{job['jobId']}/snapshot").raise_for_status()
+            return session.post(f"{api}/{job['jobId']}/credential", json={})
+
+        measure("per job: claim, heartbeat, snapshot, credential", [separate] * count)
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job, ai_job_snapshot CASCADE")
+        insert_pending(conn, user_id, count, "job_cpf_", target_id)
+        fast = {**body, "include": ["snapshot", "credential"]}
+        probe = session.post(f"{api}/claim", json=fast).json()["jobs"]
+        if probe and "snapshot" in probe[0]:
+            measure("per job: claim with include", [lambda: session.post(f"{api}/claim", json=fast)] * (count - 1))
+    return rows
 
 
 def main() -> None:
@@ -256,6 +361,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--server-threads", type=int, default=4, help="gunicorn threads per worker")
     parser.add_argument("--big", type=int, default=1_000_000, help="rows for the large-table claim latency")
+    parser.add_argument("--read-requests", type=int, default=300, help="requests per kind for the read path's CPU")
+    parser.add_argument("--only-read-path", action="store_true", help="just the read path's CPU per request")
     args = parser.parse_args()
 
     # Production-like: the notification after each result is a Celery message to Redis.
@@ -270,6 +377,16 @@ def main() -> None:
     user = get_user_model().objects.create_user("bench")
     UserAiSettings.objects.create(user=user, ai_analysis_enabled=True)  # the learner's consent
     conn = psycopg.connect(BENCH_DB_URL)
+    conn.autocommit = True
+    learning_data(user)
+    read_rows = read_path_cpu(conn, user.pk, public_id_of(user), args.read_requests)
+    report(
+        f"The read path, server CPU per request ({args.read_requests} each, gunicorn 1x1, one client)",
+        read_rows,
+        "POST heartbeat (the framework floor)",
+    )
+    if args.only_read_path:
+        return
 
     def reset() -> None:
         conn.execute(
@@ -310,15 +427,23 @@ def main() -> None:
     report(title + ": against the transitions alone", rows, "raw SQL via psycopg (floor)")
     report(title + ": against the same statements", rows, "raw SQL, the service's statements")
 
-    latency = []
+    from ai_jobs.snapshots import snapshot_create
+
+    latency, fast = [], []
     for size in (10_000, args.big):
-        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job CASCADE")
-        insert_pending(conn, user.pk, size, "job_lat_")
+        conn.execute("TRUNCATE ai_runtime_result, ai_runtime_job, ai_job_snapshot CASCADE")
+        # Every job names one stored snapshot: the fast path's latency is the claim and its reads, not building.
+        snapshot = snapshot_create(user=user, target_type="user", target_id=public_id_of(user))
+        insert_pending(conn, user.pk, size, "job_lat_", public_id_of(user), snapshot.id)
         conn.execute("VACUUM ANALYZE ai_runtime_job")
         median, p95 = claim_latency_ms(200)
         latency.append((f"claim of 10 with {size:,} pending rows (median)", median, "ms"))
         latency.append((f"claim of 10 with {size:,} pending rows (p95)", p95, "ms"))
+        median, p95 = claim_latency_ms(200, include=True)
+        fast.append((f"claim of 10 with include, {size:,} pending (median)", median, "ms"))
+        fast.append((f"claim of 10 with include, {size:,} pending (p95)", p95, "ms"))
     report("Claim latency", latency, "claim of 10 with 10,000 pending rows (median)")
+    report("Claim latency, fast path", fast, "claim of 10 with include, 10,000 pending (median)")
     conn.close()
 
 
