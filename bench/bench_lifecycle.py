@@ -303,7 +303,8 @@ def read_path_cpu(conn: psycopg.Connection, user_id: int, target_id: str, count:
     read path, against a heartbeat of the same run (the framework's floor)."""
     started: list = []
     rows: list[tuple[str, float, str]] = []
-    with gunicorn(workers=1, threads=1, started=started) as url:
+    # A long lease: a slow machine must not see a job lapse between the phases.
+    with gunicorn(workers=1, threads=1, started=started, extra_env={"AI_JOB_LOCK_SECONDS": "3600"}) as url:
         session = requests.Session()
         session.headers.update({"Authorization": f"Bearer {RUNTIME_TOKEN}", "x-runtime-instance-id": "cpu"})
         api = f"{url}/internal/runtime/jobs"

@@ -231,7 +231,7 @@ def job_snapshot(*, job_id: str, instance_id: str) -> str:
 def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
     snapshot = job.snapshot
     if snapshot is None or snapshot.expires_at <= now:
-        user = get_user_model().objects.get(pk=job.user_id)
+        user = get_user_model().objects.select_related("account").get(pk=job.user_id)  # with its public id
         built = snapshot_create(user=user, target_type=job.target_type, target_id=job.target_id)
         AiRuntimeJob.objects.filter(id=job.id).update(snapshot=built, updated_at=timezone.now())
         snapshot = held.SnapshotRow(
