@@ -368,6 +368,8 @@ def main() -> None:
 
     # Production-like: the notification after each result is a Celery message to Redis.
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/9")
+    # The in-process claims with include resolve the platform key, as gunicorn's do.
+    os.environ.setdefault("PLATFORM_DEEPSEEK_API_KEY", "sk-bench")
     fresh_database()
     setup_django()
     from django.contrib.auth import get_user_model
