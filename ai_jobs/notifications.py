@@ -1,48 +1,121 @@
 """The user's notices that a job finished (seed 002 v1.1 ``notifyJobComplete``).
 
-A transaction that finishes a job calls ``notify_after_commit(job_id)``: once it
-commits, the Celery task ``ai_jobs.tasks.notify_job_finished`` writes the notice
-with ``notification_create_for_job``. A rolled-back transaction sends nothing. The
-job row, not the message, says what happened, so the task can run twice (at most
-one notice per job and kind) or late (it reads the job's final state).
+The notice is a row written in the job's own final transaction: the result's, the
+runtime's final ``fail``, the reaper's ``JOB_TIMEOUT``. It is visible when that
+transaction commits and never when it rolls back, and it costs one ``INSERT``,
+not a Celery message per job and a worker that opens a connection to read the job
+back. The unique ``(job, kind)`` with ``ON CONFLICT DO NOTHING`` keeps it to at
+most one notice per job and kind.
 
-The task is defined here, beside what enqueues it, and exported by ``ai_jobs.tasks``:
-the services that finish jobs enqueue it, and the tasks module imports those
-services, so defining it there would make the two import each other.
+``notify_job_finished`` stays a Celery task for the messages a version before this
+one queued (it writes the notice from the job row, once); nothing enqueues it now.
+It is defined here, beside what it calls, and exported by ``ai_jobs.tasks``.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import partial
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from celery import shared_task
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from ai_jobs import job_types, selectors
 from ai_jobs.models import AiRuntimeJob, JobStatus, Notification, NotificationKind
+from ai_jobs.outputs.common import Stored
 from config.errors import DomainError, ErrorCode
+from config.ids import new_id
 from config.observability.context import bound
 from config.observability.metrics import NOTIFICATIONS_FAILED
+from config.sql import insert_rows
 
 logger = logging.getLogger(__name__)
 
 _KIND_OF_STATUS = {JobStatus.SUCCEEDED: NotificationKind.JOB_SUCCEEDED, JobStatus.FAILED: NotificationKind.JOB_FAILED}
+FAILED_MESSAGE = "The job could not be completed."
 
 
-# --- enqueue ------------------------------------------------------------------------------------
+# --- written in the job's final transaction -----------------------------------------------------
 
 
-def notify_after_commit(job_id: str) -> None:
-    """Notify the job's user once the current transaction commits (at once when
-    there is none). Call it wherever a job reaches ``succeeded`` or a final
-    ``failed``: the result, the runtime's final ``fail`` and the reaper's
-    ``JOB_TIMEOUT``. A job that is not final when the task runs gets no notice."""
-    transaction.on_commit(partial(_enqueue, job_id))
+@dataclass(frozen=True)
+class FinishedJob:
+    """What a notice names of its job, as the final transition returned it."""
+
+    id: str
+    user_id: int
+    job_type: str
+    target_type: str
+    target_id: str
+    error_code: str | None = None
+
+
+def _label(job_type: str) -> str:
+    declared = job_types.get(job_type)
+    return declared.label if declared is not None else job_type
+
+
+def _row(job: FinishedJob | AiRuntimeJob, kind: str, title: str, message: str, data: dict[str, Any]) -> dict:
+    return {
+        "id": new_id("ntf"),
+        "user_id": job.user_id,
+        "job_id": job.id,
+        "target_type": job.target_type,
+        "target_id": job.target_id,
+        "created_at": timezone.now(),
+        "kind": kind,
+        "job_type": job.job_type,
+        "title": title,
+        "message": message,
+        "data": data,
+        "read_at": None,
+    }
+
+
+def _insert(rows: list[dict[str, Any]]) -> None:
+    # One statement; a second notice of the same job and kind is no row (the unique
+    # constraint decides, also between concurrent writers).
+    insert_rows(Notification, rows, suffix="ON CONFLICT DO NOTHING")
+
+
+def notification_write_succeeded(*, job: AiRuntimeJob, stored: Stored = None) -> None:
+    """The success notice, inside the result's transaction. ``stored`` is what the
+    job type's store returned: its notice says it without reading the rows back. A
+    notice function that fails is counted (``aijobs_notifications_failed_total``)
+    and the notice is written with its title only: a notice is never worth the result."""
+    _insert([_row(job, NotificationKind.JOB_SUCCEEDED, f"{_label(job.job_type)} ready", *_success(job, stored))])
+
+
+def _success(job: AiRuntimeJob, stored: Stored) -> tuple[str, dict[str, Any]]:
+    declared = job_types.get(job.job_type)
+    if declared is None:
+        return "", {}
+    try:
+        return declared.notice(job) if stored is None else declared.notice(job, stored)
+    except Exception:
+        NOTIFICATIONS_FAILED.inc()
+        logger.exception("The notice of job %s could not say what it made", job.id, extra={"jobId": job.id})
+        return "", {}
+
+
+def notification_write_failed(*, jobs: Sequence[FinishedJob]) -> None:
+    """The failure notices of jobs that just ended ``failed``, in the transaction
+    that failed them: one statement for all of them."""
+    _insert(
+        [
+            _row(job, NotificationKind.JOB_FAILED, f"{_label(job.job_type)} failed", FAILED_MESSAGE,
+                 {"errorCode": job.error_code})
+            for job in jobs
+        ]
+    )  # fmt: skip
+
+
+# --- the task of earlier versions ------------------------------------------------------------------
 
 
 _TRANSIENT = (OperationalError, InterfaceError)
@@ -67,27 +140,12 @@ def notify_job_finished(self, job_id: str) -> None:  # type: ignore[no-untyped-d
             raise
 
 
-def _enqueue(job_id: str) -> None:
-    # Runs after commit: an error here must not turn a stored result into a 500.
-    try:
-        notify_job_finished.delay(job_id)
-    except Exception:
-        logger.warning("Could not enqueue the notification of job %s; writing it inline", job_id, exc_info=True)
-        try:
-            notification_create_for_job(job_id=job_id)
-        except Exception:
-            NOTIFICATIONS_FAILED.inc()
-            logger.exception("The notification of job %s was lost", job_id, extra={"jobId": job_id})
-
-
-# --- write ----------------------------------------------------------------------------------------
-
-
 def notification_create_for_job(*, job_id: str) -> Notification | None:
-    """The notice that a finished job is due, written once: a second call (a task
-    delivered twice, two workers at once) returns the first notice. ``None`` for a
-    missing job or one that is not succeeded/failed (a retry is pending; a
-    cancellation is the user's own doing)."""
+    """The notice that a finished job is due, written from the job row once: a
+    second call returns the first notice. ``None`` for a missing job or one that is
+    not succeeded/failed (a retry is pending; a cancellation is the user's own doing).
+    The final transactions write their notices themselves; this serves the queued
+    messages of earlier versions and a job finished without one."""
     job = AiRuntimeJob.objects.filter(id=job_id).first()
     if job is None or job.status not in _KIND_OF_STATUS:
         return None
@@ -95,36 +153,13 @@ def notification_create_for_job(*, job_id: str) -> Notification | None:
     existing = Notification.objects.filter(job_id=job_id, kind=kind).first()
     if existing is not None:
         return existing
-    title, message, data = _describe(job, kind)
-    Notification.objects.bulk_create(
-        [
-            Notification(
-                user_id=job.user_id,
-                job_id=job.id,
-                target_type=job.target_type,
-                target_id=job.target_id,
-                kind=kind,
-                job_type=job.job_type,
-                title=title,
-                message=message,
-                data=data,
-            )
-        ],
-        ignore_conflicts=True,  # the unique (job, kind) decides between concurrent writers
-    )
-    return Notification.objects.filter(job_id=job_id, kind=kind).first()
-
-
-def _describe(job: AiRuntimeJob, kind: str) -> tuple[str, str, dict[str, Any]]:
-    """Title, message and data: the job type's label, and on success what its notice says."""
-    declared = job_types.get(job.job_type)
-    label = declared.label if declared is not None else job.job_type
     if kind == NotificationKind.JOB_FAILED:
-        return f"{label} failed", "The job could not be completed.", {"errorCode": job.error_code}
-    if declared is None:
-        return f"{label} ready", "", {}
-    message, data = declared.notice(job)
-    return f"{label} ready", message, data
+        notification_write_failed(
+            jobs=[FinishedJob(job.id, job.user_id, job.job_type, job.target_type, job.target_id, job.error_code)]
+        )
+    else:
+        notification_write_succeeded(job=job)
+    return Notification.objects.filter(job_id=job_id, kind=kind).first()
 
 
 def notification_mark_read(*, user: AbstractBaseUser, notification_id: str) -> Notification:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -219,6 +219,10 @@ class Failed:
     retry_count: int
     api_key_mode: str
     job_type: str
+    # What the failure notice names (``ai_jobs.notifications.FinishedJob``).
+    user_id: int
+    target_type: str
+    target_id: str
 
 
 def fail(
@@ -250,7 +254,8 @@ def fail(
         f"finished_at = CASE WHEN {retry} THEN NULL ELSE %s END, "
         f"locked_by = CASE WHEN {retry} THEN NULL ELSE locked_by END, "
         "lock_until = NULL, deadline_ms = NULL, error_code = %s, error_message = %s, updated_at = %s "
-        f"WHERE {HOLDER_SQL} AND attempt_no = %s RETURNING status, retry_count, api_key_mode, job_type",
+        f"WHERE {HOLDER_SQL} AND attempt_no = %s "
+        "RETURNING status, retry_count, api_key_mode, job_type, user_id, target_type, target_id",
         [retry_at, now, error_code, error_message, now, job_id, instance_id, now, attempt_no],
     )
     return Failed(*rows[0]) if rows else None
@@ -297,10 +302,20 @@ def expire(*, job_ids: Sequence[str], now: dt.datetime) -> list[str]:
     return [row[0] for row in rows]
 
 
-def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> list[tuple[str, str, str]]:
+class Settled(NamedTuple):
+    id: str
+    status: str
+    job_type: str
+    user_id: int
+    target_type: str
+    target_id: str
+    error_code: str
+
+
+def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> list[Settled]:
     """expired → pending with ``retry_count + 1`` while retries remain, else failed
     with ``JOB_TIMEOUT``; a job whose cancellation was requested ends cancelled.
-    Returns (id, new status, job type) of each."""
+    Returns each one's id, new status and type, and what its notice names."""
     if not job_ids:
         return []
     retry = "(cancel_requested = FALSE AND retry_count < max_retry_count)"
@@ -315,10 +330,11 @@ def settle_expired(*, job_ids: Sequence[str], now: dt.datetime) -> list[tuple[st
         "error_message = CASE WHEN cancel_requested THEN 'Cancelled; the lease lapsed before the runtime confirmed' "
         "ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END, "
         "deadline_ms = NULL, updated_at = %s "
-        f"WHERE status = 'expired' AND id IN ({placeholders(job_ids)}) RETURNING id, status, job_type",
+        f"WHERE status = 'expired' AND id IN ({placeholders(job_ids)}) "
+        "RETURNING id, status, job_type, user_id, target_type, target_id, error_code",
         [now, now, now, *job_ids],
     )
-    return [(row[0], row[1], row[2]) for row in rows]
+    return [Settled(*row) for row in rows]
 
 
 def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
+from django.db.models import Model
+from django.utils import timezone
 
 
 def adapt(value: Any) -> Any:
@@ -36,3 +38,40 @@ def execute(sql: str, params: Sequence[Any] = ()) -> int:
 def placeholders(values: Sequence[Any]) -> str:
     """``%s, %s, ...`` for an ``IN (...)`` of these values."""
     return ", ".join(["%s"] * len(values))
+
+
+_INSERTS: dict[tuple[str, str, int, str], str] = {}
+
+
+def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: str = "") -> list[tuple[Any, ...]]:
+    """One multi-row ``INSERT ... VALUES (...), (...)`` of ``rows`` (each a dict of
+    field attnames; a missing field takes its default), with ``suffix`` after it
+    (``ON CONFLICT DO NOTHING RETURNING ...``): the rows it returns. The statement's
+    text is built once per model, row count and suffix, and each value is prepared by
+    its field as the ORM would (JSON, decimals, datetimes on either database), so the
+    hot path compiles no ORM query."""
+    if not rows:
+        return []
+    fields = [field for field in model._meta.concrete_fields]
+    key = (connection.vendor, model._meta.db_table, len(rows), suffix)
+    sql = _INSERTS.get(key)
+    if sql is None:
+        columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+        row = f"({', '.join(['%s'] * len(fields))})"
+        sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([row] * len(rows))} {suffix}".strip()
+        _INSERTS[key] = sql
+    params: list[Any] = []
+    now = None
+    for values in rows:
+        for field in fields:
+            if field.attname in values:
+                value = values[field.attname]
+            elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+                now = now or timezone.now()
+                value = now
+            else:
+                value = field.get_default()
+            params.append(field.get_db_prep_save(value, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from config import formatting
@@ -127,17 +127,68 @@ def usage_record_result(
     *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
 ) -> None:
     """Count a landed result's tokens and cost against the user's day, and for
-    platform-key jobs against the platform's day; a success closes a half-open
-    breaker. Runs inside the result's transaction."""
-    usage_record_calls(
-        user_id=user_id,
-        quota_date=quota_date,
-        api_key_mode=api_key_mode,
-        total_tokens=total_tokens,
-        cost_cents=cost_cents,
-    )
-    if api_key_mode == ApiKeyMode.PLATFORM_KEY:
-        breaker_record_success()
+    platform-key jobs against the platform's day; a success resets the breaker's
+    failures and closes a half-open breaker. Runs inside the result's transaction.
+
+    On PostgreSQL a platform-key result does it all in ONE statement (the user's
+    upsert, the platform shard's upsert, the day's total and the breaker's reset as
+    data-modifying CTEs); the breaker row is written only when it changes. SQLite has
+    no data-modifying CTEs: there the same steps are their own statements."""
+    if api_key_mode != ApiKeyMode.PLATFORM_KEY or connection.vendor != "postgresql":
+        usage_record_calls(
+            user_id=user_id,
+            quota_date=quota_date,
+            api_key_mode=api_key_mode,
+            total_tokens=total_tokens,
+            cost_cents=cost_cents,
+        )
+        if api_key_mode == ApiKeyMode.PLATFORM_KEY:
+            breaker_record_success()
+        return
+    day = quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
+    now, today, shard = timezone.now(), platform_day(), random.randrange(PLATFORM_USAGE_SHARDS)
+    ((tokens, cost, state),) = fetch(
+        _RESULT_USAGE_SQL,
+        [user_id, day, api_key_mode, total_tokens, cost_cents, now, today, shard, total_tokens, cost_cents, now,
+         today, shard, today, shard],
+    )  # fmt: skip
+    over = _over_budget(_platform_usage(today, tokens, cost))
+    if over:
+        breaker_transition(
+            to=CircuitState.OPEN, actor="system", reason=over, only_from=(CircuitState.CLOSED, CircuitState.HALF_OPEN)
+        )
+    if state == CircuitState.HALF_OPEN:
+        breaker_transition(
+            to=CircuitState.CLOSED,
+            actor="system",
+            reason="A platform-key job succeeded while half-open",
+            only_from=(CircuitState.HALF_OPEN,),
+        )
+
+
+_USER_USAGE = UserAiUsage._meta.db_table
+_PLATFORM_USAGE = PlatformDailyUsage._meta.db_table
+# The statements of a CTE see the snapshot the statement began with, not each other's
+# writes: the day's total is this shard's new row plus the other shards.
+_RESULT_USAGE_SQL = (
+    f"WITH user_day AS (INSERT INTO {_USER_USAGE} "
+    "(user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+    "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+    f"SET tokens_used = {_USER_USAGE}.tokens_used + EXCLUDED.tokens_used, "
+    f"cost_cents = {_USER_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at RETURNING 1), "
+    f"shard AS (INSERT INTO {_PLATFORM_USAGE} (day, shard, tokens_used, cost_cents, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, shard) DO UPDATE "
+    f"SET tokens_used = {_PLATFORM_USAGE}.tokens_used + EXCLUDED.tokens_used, "
+    f"cost_cents = {_PLATFORM_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at "
+    "RETURNING tokens_used, cost_cents), "
+    f"breaker AS (UPDATE {PlatformCircuitBreaker._meta.db_table} SET consecutive_failures = 0 WHERE id = 1 "
+    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state) "
+    "SELECT (SELECT tokens_used FROM shard) + "
+    f"(SELECT COALESCE(SUM(tokens_used), 0) FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s), "
+    "(SELECT cost_cents FROM shard) + "
+    f"(SELECT COALESCE(SUM(cost_cents), 0) FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s), "
+    "(SELECT state FROM breaker)"
+)
 
 
 def usage_record_calls(
@@ -205,6 +256,10 @@ def platform_usage_today() -> PlatformUsage:
         "WHERE day = %s",
         [day],
     )
+    return _platform_usage(day, tokens, cost)
+
+
+def _platform_usage(day: dt.date, tokens: object, cost: object) -> PlatformUsage:
     return PlatformUsage(
         day=day,
         tokens_used=int(tokens),  # type: ignore[call-overload]
@@ -217,7 +272,10 @@ def platform_usage_today() -> PlatformUsage:
 
 def platform_over_budget() -> str:
     """Why the platform key is over today's budget, or "" when it is not."""
-    usage = platform_usage_today()
+    return _over_budget(platform_usage_today())
+
+
+def _over_budget(usage: PlatformUsage) -> str:
     if usage.tokens_used >= usage.token_budget:
         return f"Platform daily token budget used: {formatting.tokens_of(usage.tokens_used, usage.token_budget)}"
     if usage.cost_cents >= usage.cost_budget_cents:

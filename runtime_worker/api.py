@@ -207,18 +207,18 @@ class InternalApi:
         output: dict[str, Any],
         usage: dict[str, int],
         cost_cents: Decimal,
+        invocation_logs: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        return self._call(
-            "POST",
-            f"jobs/{job_id}/result",
-            {
-                "attemptNo": attempt_no,
-                "outputSchemaVersion": output_schema_version,
-                "output": output,
-                "usage": usage,
-                "costCents": str(cost_cents),
-            },
-        )
+        body: dict[str, Any] = {
+            "attemptNo": attempt_no,
+            "outputSchemaVersion": output_schema_version,
+            "output": output,
+            "usage": usage,
+            "costCents": str(cost_cents),
+        }
+        if invocation_logs:
+            body["invocationLogs"] = invocation_logs
+        return self._call("POST", f"jobs/{job_id}/result", body)
 
     def fail(self, job_id: str, *, attempt_no: int, error_code: str, error_message: str) -> dict[str, Any]:
         return self._call(

@@ -1,4 +1,5 @@
-"""One attempt at one claimed job, from the first heartbeat to the invocation logs.
+"""One attempt at one claimed job, from the first heartbeat to the invocation logs
+(sent with the result; on their own after a failure or a refused result).
 
     heartbeat (locked → running) ─▶ snapshot ─▶ credential ─▶ prompt
           ─▶ model (JSON) ─▶ parse ─▶ validate ─▶ result (usage, cost) ─▶ invocation logs
@@ -89,6 +90,7 @@ class JobRun:
         self.delivering = False  # sending it: the answer to that call decides, not a heartbeat
         self.wake = threading.Event()
         self.calls: list[ModelCall] = []
+        self.logs_delivered = False  # the logs went with the accepted result (contract §3 invocationLogs)
 
     # --- flags set from other threads --------------------------------------------------
 
@@ -120,14 +122,15 @@ class JobRun:
             self.log.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
         finally:
             self.settled = True
-            invocation_logs.send(
-                self.api,
-                self.job,
-                self.calls,
-                log=self.log,
-                until=time.monotonic() + self.runtime.config.submit_retry_seconds,
-                hard_stop_at=self.runtime.hard_stop_at,
-            )
+            if not self.logs_delivered:  # a failure, or a result refused: the logs on their own
+                invocation_logs.send(
+                    self.api,
+                    self.job,
+                    self.calls,
+                    log=self.log,
+                    until=time.monotonic() + self.runtime.config.submit_retry_seconds,
+                    hard_stop_at=self.runtime.hard_stop_at,
+                )
             self.runtime.job_finished(self, outcome)
 
     def checkpoint(self, *, holding_answer: bool = False) -> None:
@@ -190,6 +193,9 @@ class JobRun:
         usage = call.usage or Usage()
         cost = cost_cents(model_name, usage)
         output = self._valid_output(call)
+        # The attempt's model calls go with the result, stored in its transaction: one
+        # request fewer per job. Were the result refused, run() sends them on their own.
+        logs = [invocation_logs.entry(job, made) for made in self.calls]
         self._deliver(
             "result",
             lambda: self.api.result(
@@ -199,9 +205,11 @@ class JobRun:
                 output=output,
                 usage=usage.wire(),
                 cost_cents=cost,
+                invocation_logs=logs,
             ),
             on_refused=self._result_refused,
         )
+        self.logs_delivered = True
         self.log.info(
             "job %s (%s) succeeded in %.2fs: %d tokens (%d cached), %s cents",
             job.job_id,

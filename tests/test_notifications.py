@@ -33,16 +33,14 @@ def submit(runtime: RuntimeClient, job: AiRuntimeJob, output: dict, capture) -> 
     return response.status_code, callbacks
 
 
-def test_the_notification_is_sent_after_the_result_commits(runtime, user, django_capture_on_commit_callbacks):
+def test_the_notification_is_written_with_the_result(runtime, user, django_capture_on_commit_callbacks):
+    # In the result's own transaction (that it is seen only once it commits is
+    # tests/test_result_statements.py's, across connections on PostgreSQL).
     job = JobFactory(user=user)
     attempt = runtime.lock(job.id).json()["attemptNo"]
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+    with django_capture_on_commit_callbacks(execute=False):
         assert runtime.result(job.id, attempt, VALID_OUTPUTS["learning_state_analysis"]).status_code == 200
-    # Not yet: the transaction (here, the test's) has not committed.
-    [notify] = [callback for callback in callbacks if getattr(callback, "func", None) is notifications._enqueue]
-    assert Notification.objects.count() == 0
-    notify()
-    notice = Notification.objects.get()
+        notice = Notification.objects.get()  # no task, no callback: the row is there
     assert (notice.user_id, notice.job_id, notice.kind) == (user.pk, job.id, "job_succeeded")
 
     body = user_client(user).get("/ai/notifications").json()
@@ -101,20 +99,51 @@ def test_the_task_run_twice_notifies_once(user):
     assert Notification.objects.filter(job_id=job.id).count() == 1
 
 
-def test_a_final_failure_notifies_and_a_retry_does_not(runtime, user, django_capture_on_commit_callbacks):
-    retrying = JobFactory(user=user, status="pending", retry_count=1)
-    notifications.notify_after_commit(retrying.id)
+def test_a_final_failure_notifies_and_a_retry_does_not(runtime, user):
+    retrying = JobFactory(user=user, max_retry_count=3)
+    runtime.lock(retrying.id)
+    assert runtime.fail(retrying.id, 1, "MODEL_TIMEOUT").json()["status"] == "pending"
     assert Notification.objects.count() == 0  # not final: a retry is coming
-    cancelled = JobFactory(user=user, status="cancelled")
-    notifications.notify_after_commit(cancelled.id)
+    cancelled = JobFactory(user=user)
+    runtime.lock(cancelled.id)
+    assert runtime.fail(cancelled.id, 1, "JOB_CANCELLED").json()["status"] == "cancelled"
     assert Notification.objects.count() == 0  # the user's own doing
-    failed = JobFactory(user=user, status="failed", error_code="MODEL_RESPONSE_INVALID")
-    with django_capture_on_commit_callbacks(execute=True):
-        notifications.notify_after_commit(failed.id)
+    failed = JobFactory(user=user)
+    runtime.lock(failed.id)
+    assert runtime.fail(failed.id, 1, "MODEL_RESPONSE_INVALID").json()["status"] == "failed"
     notice = Notification.objects.get()
     assert (notice.job_id, notice.kind, notice.title) == (failed.id, "job_failed", "Learning analysis failed")
     assert notice.data == {"errorCode": "MODEL_RESPONSE_INVALID"}
+    # The job row's own path (messages queued by earlier versions): the same notice, once.
+    assert notifications.notification_create_for_job(job_id=failed.id) == notice
+    assert notifications.notification_create_for_job(job_id=retrying.id) is None
+    assert notifications.notification_create_for_job(job_id=cancelled.id) is None
     assert notifications.notification_create_for_job(job_id="job_missing") is None
+
+
+def test_a_notice_function_that_fails_is_counted_and_the_result_stands(runtime, user, monkeypatch):
+    from dataclasses import replace
+
+    from ai_jobs.job_types import registry
+
+    def broken(job, stored=None):
+        raise KeyError("masteryScore")
+
+    failures: list[int] = []
+
+    class Counter:
+        def inc(self) -> None:
+            failures.append(1)
+
+    monkeypatch.setattr(notifications, "NOTIFICATIONS_FAILED", Counter())
+    declared = registry.get("learning_state_analysis")
+    monkeypatch.setitem(registry._TYPES, declared.name, replace(declared, notice=broken))
+    job = JobFactory(user=user)
+    attempt = runtime.lock(job.id).json()["attemptNo"]
+    assert runtime.result(job.id, attempt, VALID_OUTPUTS["learning_state_analysis"]).status_code == 200
+    notice = Notification.objects.get(job_id=job.id)
+    assert (notice.title, notice.message, notice.data) == ("Learning analysis ready", "", {})
+    assert AiRuntimeJob.objects.get(id=job.id).status == "succeeded" and failures == [1]
 
 
 def test_a_broker_that_is_down_does_not_lose_the_notice_nor_fail_the_result(

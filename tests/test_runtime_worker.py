@@ -390,12 +390,13 @@ def test_every_call_of_the_runtime_takes_503_service_unavailable_as_try_again(st
         runtime.stop(timeout=10)
         api.shutdown()
     assert runtime.stats == {"succeeded": 1, "failed:UNSUPPORTED_JOB_TYPE": 1}
-    for name in ("claim", "snapshot", "credential", "result", "fail", "invocation-logs"):
+    for name in ("claim", "snapshot", "credential", "result", "fail"):
         assert api.seen[name][: api.seen[name].index(200)] == [503] * {"claim": 3, "snapshot": 6}.get(name, 3), name
     assert api.seen["result"].count(200) == 1 and api.seen["fail"].count(200) == 1
     [failure] = api.bodies["fail"]
     assert failure["errorCode"] == "UNSUPPORTED_JOB_TYPE"
-    assert len(api.bodies["invocation-logs"]) == 1  # the one model call's cost reached the server
+    # The one model call's cost reached the server with the result (contract §3 invocationLogs).
+    assert len(api.bodies["result"][0]["invocationLogs"]) == 1 and "invocation-logs" not in api.bodies
 
 
 # --- a job against a scripted internal API -----------------------------------------------------
@@ -506,9 +507,9 @@ def test_a_job_runs_end_to_end_and_reports_usage_cost_and_its_invocation_log(sta
     assert result["attempt_no"] == 1 and result["output_schema_version"] == "v1"
     assert output_schemas.validation_errors("learning_state_analysis", "v1", result["output"]) == []
     assert result["usage"]["promptTokens"] > 0 and result["cost_cents"] > 0
-    [[log]] = api.sent["invocation_logs"]
+    [log] = result["invocation_logs"]  # sent with the result, not on their own
     assert log["httpStatus"] == 200 and log["errorCode"] is None and log["requestId"].startswith("chatcmpl-")
-    assert api.sent["heartbeat"] == ["job_unit"] and not api.sent["fail"]
+    assert api.sent["heartbeat"] == ["job_unit"] and not api.sent["fail"] and not api.sent["invocation_logs"]
 
 
 def test_a_result_in_hand_is_held_and_retried_while_the_api_is_unreachable(standin):

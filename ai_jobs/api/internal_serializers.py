@@ -179,16 +179,6 @@ class UsageSerializer(serializers.Serializer):
     totalTokens = serializers.IntegerField(min_value=0, max_value=2 * MAX_TOKENS, required=False)
 
 
-class ResultInSerializer(serializers.Serializer):
-    attemptNo = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPT)
-    outputSchemaVersion = serializers.CharField(max_length=16, required=False, allow_null=True)
-    output = serializers.DictField()
-    usage = UsageSerializer(required=False)
-    costCents = serializers.DecimalField(
-        max_digits=14, decimal_places=4, min_value=0, default=0, coerce_to_string=False
-    )
-
-
 class ResultOutSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="job_id")
     status = serializers.CharField(default="succeeded")
@@ -229,6 +219,18 @@ class InvocationLogSerializer(serializers.Serializer):
         max_digits=14, decimal_places=4, min_value=0, source="cost_cents", required=False
     )
     errorCode = serializers.CharField(max_length=64, source="error_code", required=False, allow_null=True)
+
+
+class ResultInSerializer(serializers.Serializer):
+    attemptNo = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPT)
+    outputSchemaVersion = serializers.CharField(max_length=16, required=False, allow_null=True)
+    output = serializers.DictField()
+    usage = UsageSerializer(required=False)
+    costCents = serializers.DecimalField(
+        max_digits=14, decimal_places=4, min_value=0, default=0, coerce_to_string=False
+    )
+    # The attempt's model calls, stored with the result in its transaction (the fast path).
+    invocationLogs = InvocationLogSerializer(many=True, required=False, max_length=500)
 
 
 class InvocationLogsInSerializer(serializers.Serializer):

@@ -164,6 +164,7 @@ class ResultView(InternalView):
             output=data["output"],
             usage=data.get("usage") or {},
             cost_cents=data["costCents"],
+            invocation_logs=data.get("invocationLogs"),
         )
         return Response(s.render(s.ResultOutSerializer, submitted))
 

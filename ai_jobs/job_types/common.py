@@ -8,6 +8,7 @@ from django.db.models import Count, Model
 
 from ai_jobs.job_types.registry import Notice
 from ai_jobs.models import AiRuntimeJob, CandidateStatus, FlashcardCandidate, QuizQuestionCandidate, TargetType
+from ai_jobs.outputs.common import Stored
 
 # An analysis looks at the user, one of their materials, knowledge points or knowledge bases.
 ANALYSIS_TARGETS = frozenset(
@@ -29,10 +30,13 @@ def plural(count: int, noun: str) -> str:
 def counted(model: type[Model], noun: str, sentence: str, key: str) -> Notice:
     """A notice that counts the job's rows of ``model``: ``counted(WeakPointCandidate,
     "weak point", "{} found.", "weakPoints")`` says "3 weak points found." with
-    ``{"weakPoints": 3}``."""
+    ``{"weakPoints": 3}``; the count is the store's ``stored[key]`` when it gave one."""
 
-    def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
-        count = model._default_manager.filter(job_id=job.id).count()
+    def notice(job: AiRuntimeJob, stored: Stored = None) -> tuple[str, dict[str, Any]]:
+        if stored is not None and key in stored:
+            count = int(stored[key])
+        else:
+            count = model._default_manager.filter(job_id=job.id).count()
         return sentence.format(plural(count, noun)), {key: count}
 
     return notice
@@ -40,14 +44,17 @@ def counted(model: type[Model], noun: str, sentence: str, key: str) -> Notice:
 
 def published(candidates: type[QuizQuestionCandidate] | type[FlashcardCandidate], noun: str) -> Notice:
     """A notice of what a generation published: "2 new questions published, 1
-    duplicate skipped." with the two counts."""
+    duplicate skipped." with the two counts (the store's, when it gave them)."""
 
-    def notice(job: AiRuntimeJob) -> tuple[str, dict[str, Any]]:
-        counts = dict(candidates.objects.filter(job_id=job.id).values_list("status").annotate(n=Count("id")))
-        data = {
-            "published": counts.get(CandidateStatus.PUBLISHED, 0),
-            "duplicates": counts.get(CandidateStatus.DUPLICATE, 0),
-        }
+    def notice(job: AiRuntimeJob, stored: Stored = None) -> tuple[str, dict[str, Any]]:
+        if stored is not None and "published" in stored and "duplicates" in stored:
+            data = {"published": int(stored["published"]), "duplicates": int(stored["duplicates"])}
+        else:
+            counts = dict(candidates.objects.filter(job_id=job.id).values_list("status").annotate(n=Count("id")))
+            data = {
+                "published": counts.get(CandidateStatus.PUBLISHED, 0),
+                "duplicates": counts.get(CandidateStatus.DUPLICATE, 0),
+            }
         message = f"{plural(data['published'], 'new ' + noun)} published"
         if data["duplicates"]:
             message += f", {plural(data['duplicates'], 'duplicate')} skipped"

@@ -21,9 +21,12 @@ from django.db.models import Model
 from ai_jobs import output_schemas
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult
 from ai_jobs.outputs import OutputList
+from ai_jobs.outputs.common import Stored
 
-Store = Callable[[AiRuntimeJob, dict[str, Any], AiRuntimeResult], None]
-Notice = Callable[[AiRuntimeJob], tuple[str, dict[str, Any]]]
+# A store may return what it learned (``Stored``); the notice is then given it as its
+# second argument and need not read the rows back. ``notice(job)`` alone reads them.
+Store = Callable[[AiRuntimeJob, dict[str, Any], AiRuntimeResult], Stored]
+Notice = Callable[..., tuple[str, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class JobType:
     store: Store  # how an accepted output is stored, inside the result's transaction
     outputs: tuple[type[Model], ...]  # the models ``store`` writes (the admin shows them)
     lists: tuple[OutputList, ...]  # where the user reads them back
-    notice: Notice  # the success notice's message and data
+    notice: Notice  # the success notice's message and data: notice(job) or notice(job, stored)
     count: CountParam | None = None
     # ``<version>/<name>.json``: the output schemas, one per outputSchemaVersion.
     schema_dir: Path = output_schemas.SCHEMA_DIR

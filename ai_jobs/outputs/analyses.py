@@ -1,6 +1,8 @@
 """How analyses, weak points and recommendations are stored (contract §5): one
 analysis per job, one weak-point candidate or recommendation per entry of the
-output, all of a kind in one ``bulk_create``.
+output, all of a kind in one multi-row ``INSERT`` (``config.sql.insert_rows``: a
+fixed statement, not an ORM query compiled per result). Each store returns what
+the job type's notice says (``Stored``), so the notice reads nothing back.
 
 Nothing the model wrote is trusted as a reference: a ``knowledgePointId`` that is
 not one of the job's user's knowledge points is stored as null, and so is a
@@ -24,44 +26,55 @@ from ai_jobs.models import (
     TargetType,
     WeakPointCandidate,
 )
-from ai_jobs.outputs.common import base_fields, ordered_ids, own_points, point
+from ai_jobs.outputs.common import Stored, base_fields, ordered_ids, own_points, point
+from config.ids import new_id
+from config.sql import fetch, insert_rows, placeholders
 from learning.models import KnowledgeBase, KnowledgePoint, Material
 
 
-def store_analysis(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
-    AiLearningAnalysis.objects.bulk_create(
+def store_analysis(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> Stored:
+    analysis_id = new_id("ana")
+    insert_rows(
+        AiLearningAnalysis,
         [
-            AiLearningAnalysis(
+            {
                 **base_fields(job, result),
-                summary=output["summary"],
-                mastery_score=output["masteryScore"],
-                level=output["level"],
-                strengths=output["strengths"],
-                weaknesses=output["weaknesses"],
-                confidence=output["confidence"],
-            )
-        ]
+                "id": analysis_id,
+                "summary": output["summary"],
+                "mastery_score": output["masteryScore"],
+                "level": output["level"],
+                "strengths": output["strengths"],
+                "weaknesses": output["weaknesses"],
+                "confidence": output["confidence"],
+            }
+        ],
     )
+    return {"analysisId": analysis_id, "masteryScore": output["masteryScore"], "level": output["level"]}
 
 
-def store_weak_points(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
+def store_weak_points(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> Stored:
     entries = output["weakPoints"]
     own = own_points(job, (entry.get("knowledgePointId") for entry in entries))
     ids = ordered_ids("weak", len(entries))
-    WeakPointCandidate.objects.bulk_create(
-        WeakPointCandidate(
-            **base_fields(job, result),
-            id=ids[position],
-            position=position,
-            knowledge_point_id=point(entry, own),
-            title=entry["title"],
-            reason=entry["reason"],
-            severity=entry["severity"],
-            evidence=entry["evidence"],
-            confidence=entry["confidence"],
-        )
-        for position, entry in enumerate(entries)
+    base = base_fields(job, result)
+    insert_rows(
+        WeakPointCandidate,
+        [
+            {
+                **base,
+                "id": ids[position],
+                "position": position,
+                "knowledge_point_id": point(entry, own),
+                "title": entry["title"],
+                "reason": entry["reason"],
+                "severity": entry["severity"],
+                "evidence": entry["evidence"],
+                "confidence": entry["confidence"],
+            }
+            for position, entry in enumerate(entries)
+        ],
     )
+    return {"weakPoints": len(entries)}
 
 
 _OWNED_TARGETS: dict[str, type[Model]] = {
@@ -73,19 +86,22 @@ _OWNED_TARGETS: dict[str, type[Model]] = {
 
 def _own_targets(job: AiRuntimeJob, entries: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
     """The ``(targetType, targetId)`` pairs of ``entries`` that name one of the
-    user's objects: one query per target type named, not per entry."""
+    user's objects: one statement for all the target types named (a ``UNION ALL``),
+    none when no entry names one of the user's kinds of object."""
     wanted: dict[str, set[str]] = {}
     for entry in entries:
         target_type, target_id = entry.get("targetType"), entry.get("targetId")
         if target_type in _OWNED_TARGETS and target_id:
             wanted.setdefault(target_type, set()).add(target_id)
-    return {
-        (target_type, object_id)
-        for target_type, object_ids in wanted.items()
-        for object_id in _OWNED_TARGETS[target_type]
-        ._default_manager.filter(user_id=job.user_id, id__in=object_ids)
-        .values_list("id", flat=True)
-    }
+    if not wanted:
+        return set()
+    selects, params = [], []
+    for target_type, object_ids in wanted.items():
+        ids = sorted(object_ids)
+        table = _OWNED_TARGETS[target_type]._meta.db_table
+        selects.append(f"SELECT %s, id FROM {table} WHERE user_id = %s AND id IN ({placeholders(ids)})")
+        params += [target_type, job.user_id, *ids]
+    return {(str(kind), str(object_id)) for kind, object_id in fetch(" UNION ALL ".join(selects), params)}
 
 
 def _action_target(
@@ -99,25 +115,27 @@ def _action_target(
     return None, None
 
 
-def store_recommendations(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
+def store_recommendations(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> Stored:
     entries = output["recommendations"]
     own = _own_targets(job, entries)
     ids = ordered_ids("rcm", len(entries))
+    base = base_fields(job, result)
     rows = []
     for position, entry in enumerate(entries):
         action_target_type, action_target_id = _action_target(job, entry, own)
         rows.append(
-            NextActionRecommendation(
-                **base_fields(job, result),
-                id=ids[position],
-                position=position,
-                action_type=entry["actionType"],
-                title=entry["title"],
-                description=entry["description"],
-                priority=entry["priority"],
-                estimated_minutes=entry["estimatedMinutes"],
-                action_target_type=action_target_type,
-                action_target_id=action_target_id,
-            )
+            {
+                **base,
+                "id": ids[position],
+                "position": position,
+                "action_type": entry["actionType"],
+                "title": entry["title"],
+                "description": entry["description"],
+                "priority": entry["priority"],
+                "estimated_minutes": entry["estimatedMinutes"],
+                "action_target_type": action_target_type,
+                "action_target_id": action_target_id,
+            }
         )
-    NextActionRecommendation.objects.bulk_create(rows)
+    insert_rows(NextActionRecommendation, rows)
+    return {"recommendations": len(entries)}

@@ -9,7 +9,12 @@ from typing import Any
 
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult
 from config.ids import new_id
+from config.sql import fetch, placeholders
 from learning.models import KnowledgePoint
+
+# What a store function learned while storing (counts, the id of what it wrote): the
+# job type's notice says it without reading the rows back. None: the notice reads.
+Stored = dict[str, Any] | None
 
 
 def ordered_ids(prefix: str, count: int) -> list[str]:
@@ -34,7 +39,12 @@ def own_points(job: AiRuntimeJob, ids: Iterable[str | None]) -> set[str]:
     wanted = {point_id for point_id in ids if point_id}
     if not wanted:
         return set()
-    return set(KnowledgePoint.objects.filter(user_id=job.user_id, id__in=wanted).values_list("id", flat=True))
+    ids = sorted(wanted)
+    rows = fetch(
+        f"SELECT id FROM {KnowledgePoint._meta.db_table} WHERE user_id = %s AND id IN ({placeholders(ids)})",
+        [job.user_id, *ids],
+    )
+    return {str(row[0]) for row in rows}
 
 
 def point(entry: dict[str, Any], own: set[str]) -> str | None:

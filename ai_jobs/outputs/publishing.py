@@ -4,8 +4,8 @@ candidates, as the model wrote them, then published into the job's knowledge bas
 
 A candidate whose normalised stem (front) the knowledge base already has, or that
 an earlier candidate of the same output already published, is skipped and marked
-``duplicate``. The knowledge base's existing texts are fetched in ONE query for the
-whole output, never one per candidate. The knowledge base row is locked for the
+``duplicate``. The whole output's texts are offered in ONE insert, and the holders
+of those already taken read in one more statement, never one per candidate. The knowledge base row is locked for the
 rest of the transaction (``FOR NO KEY UPDATE``), so two results publishing into
 the same knowledge base take turns and it cannot be deleted under them; the unique
 ``(knowledge_base, key)`` constraint with ``ON CONFLICT DO NOTHING`` settles any
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Model
+from django.db import connection
 
 from ai_jobs.models import (
     AiRuntimeJob,
@@ -34,7 +34,8 @@ from ai_jobs.models import (
     QuizQuestionCandidate,
     TargetType,
 )
-from ai_jobs.outputs.common import base_fields, ordered_ids, own_points, point
+from ai_jobs.outputs.common import Stored, base_fields, ordered_ids, own_points, point
+from config.sql import fetch, insert_rows, placeholders
 from learning.models import KnowledgeBase
 
 # --- normalisation -------------------------------------------------------------------------
@@ -75,15 +76,16 @@ def text_key(normalized: str) -> str:
 
 
 def _knowledge_base_locked(job: AiRuntimeJob) -> KnowledgeBase | None:
-    """The job's knowledge base if it is still the user's, locked until commit."""
+    """The job's knowledge base (its id only) if it is still the user's, locked until
+    commit (SQLite has no row locks: its writers take turns for the whole database)."""
     if job.target_type != TargetType.KNOWLEDGE_BASE:
         return None
-    return (
-        KnowledgeBase.objects.select_for_update(no_key=True)
-        .filter(id=job.target_id, user_id=job.user_id)
-        .only("id")
-        .first()
+    lock = " FOR NO KEY UPDATE" if connection.features.has_select_for_no_key_update else ""
+    rows = fetch(
+        f"SELECT id FROM {KnowledgeBase._meta.db_table} WHERE id = %s AND user_id = %s{lock}",
+        [job.target_id, job.user_id],
     )
+    return KnowledgeBase(id=rows[0][0], user_id=job.user_id) if rows else None
 
 
 def _publish(
@@ -91,41 +93,39 @@ def _publish(
     model: type[QuizQuestion] | type[Flashcard],
     key_field: str,
     prefix: str,
-    knowledge_base: KnowledgeBase,
+    knowledge_base_id: str,
     keys: Sequence[str],
-    build: Callable[[int, str], Model],
+    build: Callable[[int, str], dict[str, Any]],
 ) -> list[tuple[str, str | None]]:
     """Publish the entries whose key the knowledge base lacks, the first of each key
-    only. Returns, per entry, ``(status, id of the published row)``."""
-    existing = dict(
-        model.objects.filter(knowledge_base=knowledge_base, **{f"{key_field}__in": set(keys)}).values_list(
-            key_field, "id"
-        )
-    )  # the one prefetch for the whole output
+    only. Returns, per entry, ``(status, id of the published row)``.
+
+    The first entry of every key is offered in one ``INSERT ... ON CONFLICT DO
+    NOTHING RETURNING``: what it returns is what this result published; only when
+    some keys were already held is their holder read, in one more statement."""
     first_of_key: dict[str, int] = {}
     for position, key in enumerate(keys):
-        if key not in existing:
-            first_of_key.setdefault(key, position)
+        first_of_key.setdefault(key, position)
     ids = ordered_ids(prefix, len(first_of_key))
     rows = [build(position, ids[n]) for n, position in enumerate(first_of_key.values())]
-    mine: dict[str, str] = {}
-    if rows:
-        # Inserted in key order, so two transactions publishing overlapping keys wait
-        # for each other in the same order and never deadlock.
-        rows.sort(key=lambda row: getattr(row, key_field))
-        model.objects.bulk_create(rows, ignore_conflicts=True)
-        # Who holds each key now: this transaction, or a writer that got there first.
-        holders = dict(
-            model.objects.filter(knowledge_base=knowledge_base, **{f"{key_field}__in": list(first_of_key)}).values_list(
-                key_field, "id"
-            )
+    # Inserted in key order, so two transactions publishing overlapping keys wait
+    # for each other in the same order and never deadlock.
+    rows.sort(key=lambda row: row[key_field])
+    inserted = insert_rows(model, rows, suffix=f"ON CONFLICT DO NOTHING RETURNING {key_field}, id")
+    holders = {str(key): str(row_id) for key, row_id in inserted}
+    mine = set(holders)
+    held = sorted(key for key in first_of_key if key not in holders)
+    if held:  # who holds the others: an earlier job, or a writer that got there first
+        found = fetch(
+            f"SELECT {key_field}, id FROM {model._meta.db_table} WHERE knowledge_base_id = %s "
+            f"AND {key_field} IN ({placeholders(held)})",
+            [knowledge_base_id, *held],
         )
-        existing.update(holders)
-        mine = {getattr(row, key_field): row.pk for row in rows if holders.get(getattr(row, key_field)) == row.pk}
+        holders.update((str(key), str(row_id)) for key, row_id in found)
     outcome: list[tuple[str, str | None]] = []
     for position, key in enumerate(keys):
-        published = key in mine and first_of_key.get(key) == position
-        outcome.append((CandidateStatus.PUBLISHED if published else CandidateStatus.DUPLICATE, existing.get(key)))
+        published = key in mine and first_of_key[key] == position
+        outcome.append((CandidateStatus.PUBLISHED if published else CandidateStatus.DUPLICATE, holders.get(key)))
     return outcome
 
 
@@ -155,52 +155,63 @@ class Publication:
 
 def store_published(
     publication: Publication, job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult
-) -> None:
+) -> Stored:
     """The entries as candidates, each with what became of it: published, a
-    duplicate (with the row it duplicates), or nowhere to go (the knowledge base is gone)."""
+    duplicate (with the row it duplicates), or nowhere to go (the knowledge base is
+    gone). Returns the counts the notice gives."""
     entries = output[publication.entries]
     base = base_fields(job, result)
     knowledge_base = _knowledge_base_locked(job)
+    knowledge_base_id = knowledge_base.pk if knowledge_base is not None else None
     own = own_points(job, (entry.get("knowledgePointId") for entry in entries))
     normalized = [normalize_text(entry[publication.text]) for entry in entries]
     keys = [text_key(text) for text in normalized]
 
-    def published(position: int, row_id: str) -> Model:
+    def published(position: int, row_id: str) -> dict[str, Any]:
         entry = entries[position]
-        return publication.model(
+        return {
             **base,
-            id=row_id,
-            knowledge_base=knowledge_base,
-            knowledge_point_id=point(entry, own),
-            **{publication.normalized_field: normalized[position], publication.key_field: keys[position]},
+            "id": row_id,
+            "knowledge_base_id": knowledge_base_id,
+            "knowledge_point_id": point(entry, own),
+            publication.normalized_field: normalized[position],
+            publication.key_field: keys[position],
             **publication.fields(entry),
-        )
+        }
 
     outcome: list[tuple[str, str | None]] = [(CandidateStatus.NO_KNOWLEDGE_BASE, None)] * len(entries)
-    if knowledge_base is not None:
+    if knowledge_base_id is not None:
         outcome = _publish(
             model=publication.model,
             key_field=publication.key_field,
             prefix=publication.prefix,
-            knowledge_base=knowledge_base,
+            knowledge_base_id=knowledge_base_id,
             keys=keys,
             build=published,
         )
     ids = ordered_ids(publication.candidate_prefix, len(entries))
-    publication.candidate.objects.bulk_create(
-        publication.candidate(
-            **base,
-            id=ids[position],
-            position=position,
-            knowledge_base=knowledge_base,
-            knowledge_point_id=point(entry, own),
-            **{publication.normalized_field: normalized[position]},
-            **publication.fields(entry),
-            status=outcome[position][0],
-            **{publication.link: outcome[position][1]},
-        )
-        for position, entry in enumerate(entries)
+    insert_rows(
+        publication.candidate,
+        [
+            {
+                **base,
+                "id": ids[position],
+                "position": position,
+                "knowledge_base_id": knowledge_base_id,
+                "knowledge_point_id": point(entry, own),
+                publication.normalized_field: normalized[position],
+                **publication.fields(entry),
+                "status": outcome[position][0],
+                publication.link: outcome[position][1],
+            }
+            for position, entry in enumerate(entries)
+        ],
     )
+    statuses = [status for status, _ in outcome]
+    return {
+        "published": statuses.count(CandidateStatus.PUBLISHED),
+        "duplicates": statuses.count(CandidateStatus.DUPLICATE),
+    }
 
 
 QUESTIONS = Publication(
@@ -238,9 +249,9 @@ FLASHCARDS = Publication(
 )
 
 
-def store_quiz(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
-    store_published(QUESTIONS, job, output, result)
+def store_quiz(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> Stored:
+    return store_published(QUESTIONS, job, output, result)
 
 
-def store_flashcards(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> None:
-    store_published(FLASHCARDS, job, output, result)
+def store_flashcards(job: AiRuntimeJob, output: dict[str, Any], result: AiRuntimeResult) -> Stored:
+    return store_published(FLASHCARDS, job, output, result)

@@ -25,9 +25,11 @@ from ai_jobs.models import (
     ApiKeyMode,
     JobStatus,
 )
-from ai_jobs.notifications import notify_after_commit
+from ai_jobs.notifications import FinishedJob, notification_write_failed, notification_write_succeeded
+from ai_jobs.services.invocation_logs import invocation_logs_none, invocation_logs_store
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
+from config.sql import insert_rows
 from credentials.services import credential_unseal
 from quotas import services as quotas
 from quotas.models import CircuitState
@@ -298,11 +300,19 @@ def result_submit(
     output: dict[str, Any],
     usage: dict[str, int],
     cost_cents: Decimal,
+    invocation_logs: Sequence[dict[str, Any]] | None = None,
 ) -> SubmittedResult:
     """Accept a job's output: validated against its schema, stored once under
     ``jobId:attemptNo:outputHash`` in the same transaction as the job's move to
-    ``succeeded``. A resubmission of the same output answers as a duplicate. A job
-    whose consent was withdrawn ends ``cancelled`` instead, with nothing stored."""
+    ``succeeded``, with its records, its usage, the breaker's success, the user's
+    notice and the attempt's ``invocation_logs`` (stored as ``invocation-logs`` would
+    store them). A resubmission of the same output answers as a duplicate and stores
+    nothing, logs included. A job whose consent was withdrawn ends ``cancelled``
+    instead, with nothing stored.
+
+    On PostgreSQL that is six statements for the analysis types (the job's move,
+    the result, what the model named that must be the user's, the records, the
+    usage, the notice) and nine at most for the generations; the logs add one."""
     digest = output_schemas.output_hash(output)
     key = f"{job_id}:{attempt_no}:{digest}"
     now = timezone.now()
@@ -312,7 +322,7 @@ def result_submit(
             version = output_schema_version or job.output_schema_version or output_schemas.DEFAULT_VERSION
             _check_output(job.job_type, version, output)
             prompt, completion = int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
-            result = AiRuntimeResult.objects.create(
+            result = AiRuntimeResult(
                 job=job,
                 attempt_no=attempt_no,
                 idempotency_key=key,
@@ -326,16 +336,25 @@ def result_submit(
                 runtime_instance_id=instance_id,
                 created_at=now,
             )
+            insert_rows(AiRuntimeResult, [{field.attname: getattr(result, field.attname) for field in _RESULT_FIELDS}])
             result_persist(job=job, result=result)
+            # Calls that did not end in this result count too (contract §3), in one usage statement with it.
+            calls = (
+                invocation_logs_store(
+                    job=job, instance_id=instance_id, logs=invocation_logs, now=now, field="invocationLogs"
+                )
+                if invocation_logs
+                else invocation_logs_none()
+            )
             quotas.usage_record_result(
                 user_id=job.user_id,
                 quota_date=job.quota_date,
                 api_key_mode=job.api_key_mode,
-                total_tokens=result.total_tokens,
-                cost_cents=result.cost_cents,
+                total_tokens=result.total_tokens + calls.tokens,
+                cost_cents=result.cost_cents + calls.cost_cents,
             )
             metrics.jobs_finished(status=JobStatus.SUCCEEDED, job_types=[job.job_type])
-            metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=result.total_tokens)
+            metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=result.total_tokens + calls.tokens)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
     existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
     if existing is None:
@@ -346,15 +365,18 @@ def result_submit(
     raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")
 
 
+_RESULT_FIELDS = AiRuntimeResult._meta.concrete_fields
+
+
 def result_persist(*, job: AiRuntimeJob, result: AiRuntimeResult) -> None:
-    """Store an accepted result as its job type's outputs, inside the result's
-    transaction, and notify the user once it commits: a result that is rolled back
-    leaves no output and sends no notice."""
+    """Store an accepted result as its job type's outputs, and the user's notice,
+    inside the result's transaction: a result that is rolled back leaves no output
+    and no notice, and the notice is seen when the result commits."""
     declared = job_types.get(job.job_type)
     if declared is None:  # a job of a type removed since it was created
         raise DomainError(ErrorCode.RESULT_SCHEMA_UNSUPPORTED, f"Job type {job.job_type} is not registered")
-    declared.store(job, result.output, result)
-    notify_after_commit(job.id)
+    stored = declared.store(job, result.output, result)
+    notification_write_succeeded(job=job, stored=stored)
 
 
 def _check_output(job_type: str, version: str, output: dict[str, Any]) -> None:
@@ -394,23 +416,26 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
     """A runtime reports a failure; the retryable column of seed 002 §1.3 decides."""
     code = RuntimeErrorCode.from_code(error_code)
     now = timezone.now()
-    moved = transitions.fail(
-        job_id=job_id,
-        instance_id=instance_id,
-        attempt_no=attempt_no,
-        error_code=code.code,
-        error_message=error_message[:4000],
-        retryable=code.retryable,
-        cancelled=code is RuntimeErrorCode.JOB_CANCELLED,
-        retry_at=now + retry_delay(attempt_no),
-        now=now,
-    )
+    with transaction.atomic():
+        moved = transitions.fail(
+            job_id=job_id,
+            instance_id=instance_id,
+            attempt_no=attempt_no,
+            error_code=code.code,
+            error_message=error_message[:4000],
+            retryable=code.retryable,
+            cancelled=code is RuntimeErrorCode.JOB_CANCELLED,
+            retry_at=now + retry_delay(attempt_no),
+            now=now,
+        )
+        if moved is not None and moved.status == JobStatus.FAILED:  # final: the user's notice, in its transaction
+            notification_write_failed(
+                jobs=[FinishedJob(job_id, moved.user_id, moved.job_type, moved.target_type, moved.target_id, code.code)]
+            )
     if moved is None:
         raise _refuse(job_id, instance_id, attempt_no)
     if moved.api_key_mode == ApiKeyMode.PLATFORM_KEY and code.code in quotas.MODEL_FAILURE_CODES:
         quotas.breaker_record_failure()
-    if moved.status == JobStatus.FAILED:
-        notify_after_commit(job_id)
     if moved.status in (JobStatus.FAILED, JobStatus.CANCELLED):
         metrics.jobs_finished(status=moved.status, job_types=[moved.job_type], error_code=code.code)
     return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)

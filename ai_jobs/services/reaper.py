@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ai_jobs import metrics, transitions
-from ai_jobs.notifications import notify_after_commit
+from ai_jobs.notifications import FinishedJob, notification_write_failed
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +35,17 @@ def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
                 break
             totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
             settled = transitions.settle_expired(job_ids=ids, now=now)
-            totals.update(status for _, status, _ in settled)
-            for job_id, status, _ in settled:
-                if status == "failed":
-                    notify_after_commit(job_id)
+            totals.update(job.status for job in settled)
+            # The timed-out jobs' notices, in the transaction that failed them.
+            notification_write_failed(
+                jobs=[
+                    FinishedJob(job.id, job.user_id, job.job_type, job.target_type, job.target_id, job.error_code)
+                    for job in settled
+                    if job.status == "failed"
+                ]
+            )
             for status, code in (("failed", "JOB_TIMEOUT"), ("cancelled", "JOB_CANCELLED")):
-                types = [job_type for _, moved_to, job_type in settled if moved_to == status]
+                types = [job.job_type for job in settled if job.status == status]
                 metrics.jobs_finished(status=status, job_types=types, error_code=code)
         cursor = ids[-1]
         if len(ids) < batch:
