@@ -2,8 +2,8 @@
 
 1. raw SQL through psycopg: the three transitions with nothing on top (the floor);
 2. raw SQL doing every statement the service's result transaction does (the job's
-   move, the result, its record, the user's and the platform's usage, the breaker):
-   the floor for the same work;
+   move, the result, its record, the user's notice, and the user's and the platform's
+   usage with the breaker in one statement): the floor for the same work;
 3. the service layer (ai_jobs.services) in-process, without HTTP;
 4. the internal HTTP API through gunicorn, with several runtime threads;
 
@@ -112,22 +112,27 @@ RAW_ANALYSIS = (
     "mastery_score, level, strengths, weaknesses, confidence) VALUES (%s, %s, %s, 'user', %s, now(), 'ok', 50, "
     "'developing', '[]', '[]', 0.5)"
 )
-RAW_USER_USAGE = (
-    "INSERT INTO quota_user_ai_usage (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
-    "VALUES (%s, current_date, 'platform_key', 0, 20, 0.01, now()) ON CONFLICT (user_id, local_date, api_key_mode) "
-    "DO UPDATE SET tokens_used = quota_user_ai_usage.tokens_used + EXCLUDED.tokens_used, "
-    "cost_cents = quota_user_ai_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at"
+RAW_NOTICE = (
+    "INSERT INTO ai_notification (id, user_id, job_id, target_type, target_id, created_at, kind, job_type, title, "
+    "message, data) VALUES (%s, %s, %s, 'user', %s, now(), 'job_succeeded', 'learning_state_analysis', "
+    "'Learning analysis ready', 'Mastery 50/100, level developing.', '{}') ON CONFLICT DO NOTHING"
 )
-RAW_PLATFORM_USAGE = (
-    "INSERT INTO quota_platform_daily_usage (day, shard, tokens_used, cost_cents, updated_at) "
+# The user's day, the platform's shard, the day's total and the breaker's reset: one statement.
+RAW_USAGE = (
+    "WITH user_day AS (INSERT INTO quota_user_ai_usage (user_id, local_date, api_key_mode, job_count, tokens_used, "
+    "cost_cents, updated_at) VALUES (%s, current_date, 'platform_key', 0, 20, 0.01, now()) "
+    "ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE SET "
+    "tokens_used = quota_user_ai_usage.tokens_used + EXCLUDED.tokens_used, "
+    "cost_cents = quota_user_ai_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at RETURNING 1), "
+    "shard AS (INSERT INTO quota_platform_daily_usage (day, shard, tokens_used, cost_cents, updated_at) "
     "VALUES (current_date, %s, 20, 0.01, now()) ON CONFLICT (day, shard) DO UPDATE SET "
     "tokens_used = quota_platform_daily_usage.tokens_used + EXCLUDED.tokens_used, "
-    "cost_cents = quota_platform_daily_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at"
-)
-RAW_PLATFORM_SUM = "SELECT SUM(tokens_used), SUM(cost_cents) FROM quota_platform_daily_usage WHERE day = current_date"
-RAW_BREAKER = (
-    "UPDATE quota_platform_circuit_breaker SET consecutive_failures = 0 WHERE id = 1 "
-    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state"
+    "cost_cents = quota_platform_daily_usage.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at "
+    "RETURNING tokens_used, cost_cents), "
+    "breaker AS (UPDATE quota_platform_circuit_breaker SET consecutive_failures = 0 WHERE id = 1 "
+    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state) "
+    "SELECT (SELECT tokens_used FROM shard) + (SELECT COALESCE(SUM(tokens_used), 0) FROM quota_platform_daily_usage "
+    "WHERE day = current_date AND shard <> %s), (SELECT state FROM breaker)"
 )
 
 
@@ -148,10 +153,8 @@ def raw_sql_same_work(threads: int, user_id: int) -> float:
                         RAW_RESULT, (uuid.uuid4().hex, job_id, attempt, f"{job_id}:{attempt}:h", json.dumps(OUTPUT), me)
                     )
                     conn.execute(RAW_ANALYSIS, (uuid.uuid4().hex, user_id, job_id, str(user_id)))
-                    conn.execute(RAW_USER_USAGE, (user_id,))
-                    conn.execute(RAW_PLATFORM_USAGE, (count % 16,))
-                    conn.execute(RAW_PLATFORM_SUM).fetchone()
-                    conn.execute(RAW_BREAKER).fetchall()
+                    conn.execute(RAW_NOTICE, (uuid.uuid4().hex, user_id, job_id, str(user_id)))
+                    conn.execute(RAW_USAGE, (user_id, count % 16, count % 16)).fetchone()
                 count += 1
 
     return run_threads(threads, worker)
@@ -366,7 +369,7 @@ def main() -> None:
     parser.add_argument("--only-read-path", action="store_true", help="just the read path's CPU per request")
     args = parser.parse_args()
 
-    # Production-like: the notification after each result is a Celery message to Redis.
+    # Production-like broker settings (the notice is a row of the result's transaction, no message).
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/9")
     # The in-process claims with include resolve the platform key, as gunicorn's do.
     os.environ.setdefault("PLATFORM_DEEPSEEK_API_KEY", "sk-bench")
@@ -394,7 +397,7 @@ def main() -> None:
     def reset() -> None:
         conn.execute(
             # Outputs name their job by a plain job_id (retention): the jobs' CASCADE no longer empties them.
-            "TRUNCATE ai_runtime_result, ai_runtime_job, ai_learning_analysis, quota_user_ai_usage, "
+            "TRUNCATE ai_runtime_result, ai_runtime_job, ai_learning_analysis, ai_notification, quota_user_ai_usage, "
             "quota_platform_daily_usage CASCADE"
         )
         insert_pending(conn, user.pk, args.jobs, "job_bench_", public_id_of(user))
