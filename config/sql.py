@@ -8,7 +8,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 from django.utils import timezone
 
@@ -41,6 +41,10 @@ def placeholders(values: Sequence[Any]) -> str:
 
 
 _INSERTS: dict[tuple[str, str, int, str], str] = {}
+# Fields whose values the database needs prepared (JSON dumped, datetimes and decimals
+# adapted); the others take a plain str, int, float or bool as it is.
+_PREPARED = frozenset({"JSONField", "DateTimeField", "DateField", "TimeField", "DecimalField", "UUIDField"})
+_PLAIN = (str, int, float, bool)
 
 
 def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: str = "") -> list[tuple[Any, ...]]:
@@ -52,11 +56,12 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
     hot path compiles no ORM query."""
     if not rows:
         return []
-    fields = [field for field in model._meta.concrete_fields]
-    key = (connection.vendor, model._meta.db_table, len(rows), suffix)
+    db = connections[DEFAULT_DB_ALIAS]  # resolved once, not per value through the proxy
+    fields = model._meta.concrete_fields
+    key = (db.vendor, model._meta.db_table, len(rows), suffix)
     sql = _INSERTS.get(key)
     if sql is None:
-        columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+        columns = ", ".join(db.ops.quote_name(field.column) for field in fields)
         row = f"({', '.join(['%s'] * len(fields))})"
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([row] * len(rows))} {suffix}".strip()
         _INSERTS[key] = sql
@@ -71,7 +76,10 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
                 value = now
             else:
                 value = field.get_default()
-            params.append(field.get_db_prep_save(value, connection))
-    with connection.cursor() as cursor:
+            if value is None or (isinstance(value, _PLAIN) and field.get_internal_type() not in _PREPARED):
+                params.append(value)
+            else:
+                params.append(field.get_db_prep_save(value, db))
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall() if cursor.description else []

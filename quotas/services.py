@@ -350,14 +350,16 @@ def breaker_transition(*, to: str, actor: str, reason: str, only_from: tuple[str
 
 def breaker_record_failure() -> None:
     """A platform-key model failure: count it; the threshold opens the breaker, and
-    any failure while half-open opens it again."""
-    breaker_get()
+    any failure while half-open opens it again. One statement once the breaker's row exists."""
     table = PlatformCircuitBreaker._meta.db_table
-    rows = fetch(
+    increment = (
         f"UPDATE {table} SET consecutive_failures = consecutive_failures + 1 WHERE id = 1 "
-        "RETURNING consecutive_failures, state",
-        [],
+        "RETURNING consecutive_failures, state"
     )
+    rows = fetch(increment, [])
+    if not rows:  # the first failure ever: the row (closed) is made, then counted
+        breaker_get()
+        rows = fetch(increment, [])
     failures, state = int(rows[0][0]), rows[0][1]  # type: ignore[arg-type]
     if state == CircuitState.HALF_OPEN:
         breaker_transition(

@@ -176,6 +176,19 @@ def test_a_final_failure_and_its_notice_are_two_statements():
     assert Notification.objects.get(job_id=job.id).data == {"errorCode": "INVALID_CREDENTIAL"}
 
 
+def test_a_platform_model_failure_counts_for_the_breaker_in_one_more_statement():
+    postgres_only()
+    PlatformCircuitBreaker.objects.create(id=1)
+    job = JobFactory(max_retry_count=0)
+    attempt = held(job)
+    with CaptureQueriesContext(connection) as captured:
+        services.job_fail(
+            job_id=job.id, instance_id="runtime-1", attempt_no=attempt, error_code="MODEL_TIMEOUT", error_message="slow"
+        )
+    assert len(statements(captured)) == 3, statements(captured)  # the move, the notice, the breaker's count
+    assert PlatformCircuitBreaker.objects.get().consecutive_failures == 1
+
+
 # --- invocationLogs with the result (contract §3), on both databases ------------------------------
 
 
