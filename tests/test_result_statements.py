@@ -261,3 +261,13 @@ def test_the_notice_is_seen_by_others_only_once_the_result_commits():
     reader.start()
     reader.join(timeout=30)
     assert seen == [0, 1]
+
+
+@pytest.mark.embedded
+def test_the_schema_documents_invocation_logs_on_the_result(client):
+    schema = client.get("/api/schema", HTTP_ACCEPT="application/json").json()
+    body = schema["paths"]["/internal/runtime/jobs/{job_id}/result"]["post"]["requestBody"]["content"]
+    ref = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    logs = schema["components"]["schemas"][ref]["properties"]["invocationLogs"]
+    assert logs["type"] == "array" and logs["items"]["$ref"].endswith("/InvocationLogRequest")
+    assert "invocationLogs" not in schema["components"]["schemas"][ref].get("required", [])
