@@ -38,6 +38,42 @@ def _apply(obj: Any, changes: dict[str, Any]) -> None:
         setattr(obj, name, value)
 
 
+def _locked(model: type[Any], *, no_key: bool = False, **lookup: Any) -> list[Any]:
+    """Lock the rows (FOR UPDATE, or FOR NO KEY UPDATE) until the transaction ends; their keys."""
+    return list(model._default_manager.select_for_update(no_key=no_key).filter(**lookup).values_list("pk", flat=True))
+
+
+def _create(model: type[Any], *, parent: Any, **fields: Any) -> Any:
+    """Insert a row under ``parent`` while holding the parent's row lock, so a concurrent
+    delete of the parent either finds the new row (and deletes it with its cascade) or
+    goes first (then this is a 404, as if the parent had never been)."""
+    try:
+        with transaction.atomic():
+            if not _locked(type(parent), no_key=True, pk=parent.pk):
+                raise DomainError(ErrorCode.NOT_FOUND, f"{type(parent).__name__} {parent.pk} not found")
+            return model._default_manager.create(**fields)
+    except IntegrityError as exc:  # SQLite has no row locks: its foreign key check at commit says it
+        raise DomainError(ErrorCode.NOT_FOUND, f"{type(parent).__name__} {parent.pk} not found") from exc
+
+
+def _delete(obj: Any, *, holding: tuple[tuple[type[Any], str], ...] = ()) -> None:
+    """Delete with the cascade, after locking the row and the ``holding`` children (model,
+    foreign key) that rows are created under, so no row is added to what the cascade
+    collected. A row moved under it meanwhile fails the foreign key at commit: collect again."""
+    model, pk = type(obj), obj.pk
+    for attempt in range(3):
+        try:
+            with transaction.atomic():
+                _locked(model, pk=pk)
+                for child, key in holding:
+                    _locked(child, **{key: pk})
+                model._default_manager.filter(pk=pk).delete()
+            return
+        except IntegrityError:
+            if attempt == 2:
+                raise
+
+
 # --- knowledge bases ---------------------------------------------------------------------
 
 
@@ -55,7 +91,8 @@ def knowledge_base_update(
 
 def knowledge_base_delete(*, user: AbstractBaseUser, knowledge_base_id: str) -> None:
     """Deletes the knowledge base with its materials, knowledge points and their records."""
-    selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id).delete()
+    knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
+    _delete(knowledge_base, holding=((KnowledgePoint, "knowledge_base"),))
 
 
 # --- materials ------------------------------------------------------------------------------
@@ -63,7 +100,9 @@ def knowledge_base_delete(*, user: AbstractBaseUser, knowledge_base_id: str) -> 
 
 def material_create(*, user: AbstractBaseUser, knowledge_base_id: str, title: str, content: str = "") -> Material:
     knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
-    return Material.objects.create(user=user, knowledge_base=knowledge_base, title=title, content=content)
+    return _create(
+        Material, parent=knowledge_base, user=user, knowledge_base=knowledge_base, title=title, content=content
+    )
 
 
 def material_update(
@@ -83,7 +122,7 @@ def material_update(
 
 
 def material_delete(*, user: AbstractBaseUser, material_id: str) -> None:
-    selectors.material_get(user=user, material_id=material_id).delete()
+    _delete(selectors.material_get(user=user, material_id=material_id))
 
 
 # --- knowledge points ------------------------------------------------------------------------
@@ -93,7 +132,14 @@ def knowledge_point_create(
     *, user: AbstractBaseUser, knowledge_base_id: str, name: str, description: str = ""
 ) -> KnowledgePoint:
     knowledge_base = selectors.knowledge_base_get(user=user, knowledge_base_id=knowledge_base_id)
-    return KnowledgePoint.objects.create(user=user, knowledge_base=knowledge_base, name=name, description=description)
+    return _create(
+        KnowledgePoint,
+        parent=knowledge_base,
+        user=user,
+        knowledge_base=knowledge_base,
+        name=name,
+        description=description,
+    )
 
 
 def knowledge_point_update(
@@ -114,7 +160,7 @@ def knowledge_point_update(
 
 def knowledge_point_delete(*, user: AbstractBaseUser, knowledge_point_id: str) -> None:
     """Deletes the knowledge point with its study records."""
-    selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id).delete()
+    _delete(selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id))
 
 
 # --- study records ----------------------------------------------------------------------------
@@ -130,7 +176,9 @@ def study_record_create(
     studied_at: dt.datetime | None = None,
 ) -> StudyRecord:
     knowledge_point = selectors.knowledge_point_get(user=user, knowledge_point_id=knowledge_point_id)
-    return StudyRecord.objects.create(
+    return _create(
+        StudyRecord,
+        parent=knowledge_point,
         user=user,
         knowledge_point=knowledge_point,
         is_correct=is_correct,
@@ -168,7 +216,7 @@ def study_record_update(
 
 
 def study_record_delete(*, user: AbstractBaseUser, study_record_id: str) -> None:
-    selectors.study_record_get(user=user, study_record_id=study_record_id).delete()
+    _delete(selectors.study_record_get(user=user, study_record_id=study_record_id))
 
 
 # --- the learning profile -----------------------------------------------------------------------
