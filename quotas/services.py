@@ -86,12 +86,80 @@ def usage_of_day(*, user_id: int, day: dt.date) -> dict[str, DailyUsage]:
     }
 
 
+def _as_date(value: object) -> dt.date:
+    # PostgreSQL's driver gives a date, SQLite's the ISO text.
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+
+
+_SETTINGS_TABLE = UserAiSettings._meta.db_table
+_USAGE_TABLE = UserAiUsage._meta.db_table
+# A fixed statement (no ORM query built per request): the settings row, and the user's
+# usage rows of the three calendar days one of which is theirs today (time zones lie
+# within a day of UTC), joined, so ``POST /ai/jobs`` reads steps 4 and 7 in one go.
+_SETTINGS_AND_USAGE_SQL = (
+    "SELECT "
+    + ", ".join(f"s.{field.column}" for field in UserAiSettings._meta.concrete_fields)
+    + ", u.local_date AS usage_local_date, u.api_key_mode AS usage_api_key_mode, u.job_count AS usage_job_count, "
+    "u.tokens_used AS usage_tokens_used, u.cost_cents AS usage_cost_cents "
+    f"FROM {_SETTINGS_TABLE} s LEFT JOIN {_USAGE_TABLE} u ON u.user_id = s.user_id "
+    "AND u.local_date BETWEEN %s AND %s WHERE s.user_id = %s"
+)
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    """A user's settings, their calendar day, and that day's usage by key mode."""
+
+    ai_settings: UserAiSettings
+    day: dt.date
+    usage: dict[str, DailyUsage]
+
+
+def quota_state_get(*, user_id: int, now: dt.datetime | None = None) -> QuotaState:
+    """The user's settings (created with the defaults on first use) and today's usage,
+    in one statement while the settings row exists."""
+    now = now or timezone.now()
+    utc_day = now.astimezone(dt.UTC).date()
+    rows = list(
+        UserAiSettings.objects.raw(
+            _SETTINGS_AND_USAGE_SQL, [utc_day - dt.timedelta(days=1), utc_day + dt.timedelta(days=1), user_id]
+        )
+    )
+    if not rows:  # first use: the defaults, then the (empty) day read as usual
+        ai_settings = ai_settings_get(user_id=user_id)
+        day = local_date(ai_settings=ai_settings, now=now)
+        return QuotaState(ai_settings=ai_settings, day=day, usage=usage_of_day(user_id=user_id, day=day))
+    ai_settings = rows[0]
+    day = local_date(ai_settings=ai_settings, now=now)
+    found = {
+        row.usage_api_key_mode: row  # type: ignore[attr-defined]
+        for row in rows
+        if row.usage_local_date is not None and _as_date(row.usage_local_date) == day  # type: ignore[attr-defined]
+    }
+    usage = {
+        mode: DailyUsage(
+            api_key_mode=mode,
+            job_count=int(found[mode].usage_job_count) if mode in found else 0,  # type: ignore[attr-defined]
+            tokens_used=int(found[mode].usage_tokens_used) if mode in found else 0,  # type: ignore[attr-defined]
+            cost_cents=Decimal(str(found[mode].usage_cost_cents)).quantize(CENTS_PLACES)  # type: ignore[attr-defined]
+            if mode in found
+            else Decimal(0),
+        )
+        for mode in ApiKeyMode.values
+    }
+    return QuotaState(ai_settings=ai_settings, day=day, usage=usage)
+
+
 # --- the user's quota ----------------------------------------------------------------------------
 
 
-def quota_check(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date) -> None:
-    """Read-only: refuse when the day's job count or token budget is used up."""
-    usage = usage_of_day(user_id=ai_settings.user_id, day=day)[api_key_mode]
+def quota_check(
+    *, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date, usage: DailyUsage | None = None
+) -> None:
+    """Read-only: refuse when the day's job count or token budget is used up (``usage``:
+    the day's figures already read, else read here)."""
+    if usage is None:
+        usage = usage_of_day(user_id=ai_settings.user_id, day=day)[api_key_mode]
     if usage.job_count >= ai_settings.max_daily_ai_jobs:
         raise DomainError(
             ErrorCode.DAILY_JOB_LIMIT_EXCEEDED,
@@ -406,6 +474,32 @@ def breaker_admit(*, locked: bool = False) -> str:
     return breaker.state
 
 
+def platform_admit() -> str:
+    """The platform key's say on a new job, in one statement: the day's budgets first
+    (their codes win while they are used up, though going over opened the breaker:
+    contract §4 step 8), then the breaker (``PLATFORM_CIRCUIT_OPEN`` while open). Returns
+    the breaker's state; a breaker never written yet is closed."""
+    day = platform_day()
+    ((tokens, cost, state),) = fetch(
+        f"SELECT COALESCE(SUM(tokens_used), 0), COALESCE(SUM(cost_cents), 0), "
+        f"(SELECT state FROM {PlatformCircuitBreaker._meta.db_table} WHERE id = 1) "
+        f"FROM {PlatformDailyUsage._meta.db_table} WHERE day = %s",
+        [day],
+    )
+    platform_budget_admit(
+        PlatformUsage(
+            day=day,
+            tokens_used=int(tokens),  # type: ignore[call-overload]
+            cost_cents=Decimal(str(cost)).quantize(CENTS_PLACES),
+            token_budget=settings.PLATFORM_DAILY_TOKEN_BUDGET,
+            cost_budget_cents=settings.PLATFORM_DAILY_COST_BUDGET_CENTS,
+        )
+    )
+    if state == CircuitState.OPEN:
+        raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
+    return str(state or CircuitState.CLOSED)
+
+
 def half_open_admit(*, active_platform_jobs: int) -> None:
     """While half-open, at most ``PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS`` platform-key jobs are active."""
     if active_platform_jobs >= settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS:
@@ -416,9 +510,9 @@ def half_open_admit(*, active_platform_jobs: int) -> None:
         )
 
 
-def platform_budget_admit() -> None:
+def platform_budget_admit(usage: PlatformUsage | None = None) -> None:
     """Refuse a new platform-key job while today's token or cost budget is used up."""
-    usage = platform_usage_today()
+    usage = usage or platform_usage_today()
     if usage.tokens_used >= usage.token_budget:
         raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
     if usage.cost_cents >= usage.cost_budget_cents:

@@ -14,6 +14,7 @@ from ai_jobs.models import AiRuntimeJob, ApiKeyMode, TargetType
 from ai_jobs.services.jobs import job_create
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode
+from config.sql import fetch
 from credentials.selectors import credential_get_for_user
 from learning.selectors import target_exists_for_user
 from quotas import services as quotas
@@ -25,11 +26,16 @@ def _platform_admit() -> str:
     active. Returns the breaker's state. While today's budget is used up its own code
     is the answer, though going over it opened the breaker (contract §4 step 8, seed
     002 §2.2); once the day has turned an open breaker answers PLATFORM_CIRCUIT_OPEN."""
-    quotas.platform_budget_admit()
-    state = quotas.breaker_admit()
+    state = quotas.platform_admit()
     if state == CircuitState.HALF_OPEN:
         quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
     return state
+
+
+_IDEMPOTENT_PROBE_SQL = (
+    f"SELECT id FROM {AiRuntimeJob._meta.db_table} WHERE user_id = %s AND job_type = %s AND target_type = %s "
+    "AND target_id = %s AND idempotency_key = %s"
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,10 @@ def _existing(
     *, user: AbstractBaseUser, job_type: str, target_type: str, target_id: str, key: str | None
 ) -> AiRuntimeJob | None:
     if not key:
+        return None
+    # A fixed probe first: the usual answer is "none", and the full row (with its
+    # public ids) is built by the ORM only for the repeat that finds one.
+    if not fetch(_IDEMPOTENT_PROBE_SQL, [user.pk, job_type, target_type, target_id, key]):
         return None
     return selectors.with_public_ids(
         AiRuntimeJob.objects.filter(
@@ -78,8 +88,9 @@ def job_submit(
         target_id = resolve_me(user, target_id)
     if not target_exists_for_user(user=user, target_type=target_type, target_id=target_id):
         raise DomainError(ErrorCode.NOT_FOUND, f"{target_type} {target_id} not found")
-    # 4. AI analysis enabled
-    ai_settings = quotas.ai_settings_get(user=user)
+    # 4. AI analysis enabled (read with the day's usage of step 7, in one statement)
+    quota_state = quotas.quota_state_get(user_id=user.pk)
+    ai_settings = quota_state.ai_settings
     if not ai_settings.ai_analysis_enabled:
         raise DomainError(ErrorCode.AI_ANALYSIS_DISABLED, "AI analysis is turned off in the user's settings")
     # 5. idempotency: the same request again answers the job it made
@@ -97,8 +108,8 @@ def job_submit(
         credential_id = None
     try:
         # 7. the user's day: job count and token budget for this key mode
-        day = quotas.local_date(ai_settings=ai_settings)
-        quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day)
+        day = quota_state.day
+        quotas.quota_check(ai_settings=ai_settings, api_key_mode=mode, day=day, usage=quota_state.usage[mode])
         # 8. the platform key: breaker and the platform's budgets
         breaker_state = _platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
         with transaction.atomic():
