@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.utils import timezone
+
+M = TypeVar("M", bound=Model)
 
 
 def adapt(value: Any) -> Any:
@@ -83,3 +85,31 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
+
+
+# --- model instances from fixed statements ----------------------------------------------------------
+
+
+def columns(model: type[Model], alias: str) -> str:
+    """``alias.col1, alias.col2, ...``: a model's concrete columns, in ``from_row``'s order,
+    for a statement written once instead of a query compiled per request."""
+    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
+
+
+def from_db_value(field: Field, value: Any) -> Any:  # type: ignore[type-arg]
+    """A column's value as the ORM would load it (SQLite's booleans and timestamps come as
+    numbers and text; PostgreSQL's driver already gives Python's types)."""
+    expression = field.get_col(field.model._meta.db_table)
+    for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
+        value = converter(value, expression, connection)
+    return value
+
+
+def from_row(model: type[M], values: Sequence[Any]) -> M:
+    """An instance of ``model`` from the first values of a row selected with ``columns``."""
+    fields = model._meta.concrete_fields
+    return model.from_db(
+        connection.alias,
+        [field.attname for field in fields],
+        [from_db_value(field, value) for field, value in zip(fields, values, strict=False)],
+    )

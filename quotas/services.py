@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from config import formatting
 from config.errors import DomainError, ErrorCode
-from config.sql import fetch
+from config.sql import columns, fetch, from_row
 from quotas.models import (
     PLATFORM_USAGE_SHARDS,
     ApiKeyMode,
@@ -97,13 +97,11 @@ _USAGE_TABLE = UserAiUsage._meta.db_table
 # usage rows of the three calendar days one of which is theirs today (time zones lie
 # within a day of UTC), joined, so ``POST /ai/jobs`` reads steps 4 and 7 in one go.
 _SETTINGS_AND_USAGE_SQL = (
-    "SELECT "
-    + ", ".join(f"s.{field.column}" for field in UserAiSettings._meta.concrete_fields)
-    + ", u.local_date AS usage_local_date, u.api_key_mode AS usage_api_key_mode, u.job_count AS usage_job_count, "
-    "u.tokens_used AS usage_tokens_used, u.cost_cents AS usage_cost_cents "
+    f"SELECT {columns(UserAiSettings, 's')}, u.local_date, u.api_key_mode, u.job_count, u.tokens_used, u.cost_cents "
     f"FROM {_SETTINGS_TABLE} s LEFT JOIN {_USAGE_TABLE} u ON u.user_id = s.user_id "
     "AND u.local_date BETWEEN %s AND %s WHERE s.user_id = %s"
 )
+_SETTINGS_WIDTH = len(UserAiSettings._meta.concrete_fields)
 
 
 @dataclass(frozen=True)
@@ -120,30 +118,23 @@ def quota_state_get(*, user_id: int, now: dt.datetime | None = None) -> QuotaSta
     in one statement while the settings row exists."""
     now = now or timezone.now()
     utc_day = now.astimezone(dt.UTC).date()
-    rows = list(
-        UserAiSettings.objects.raw(
-            _SETTINGS_AND_USAGE_SQL, [utc_day - dt.timedelta(days=1), utc_day + dt.timedelta(days=1), user_id]
-        )
-    )
+    rows = fetch(_SETTINGS_AND_USAGE_SQL, [utc_day - dt.timedelta(days=1), utc_day + dt.timedelta(days=1), user_id])
     if not rows:  # first use: the defaults, then the (empty) day read as usual
         ai_settings = ai_settings_get(user_id=user_id)
         day = local_date(ai_settings=ai_settings, now=now)
         return QuotaState(ai_settings=ai_settings, day=day, usage=usage_of_day(user_id=user_id, day=day))
-    ai_settings = rows[0]
+    ai_settings = from_row(UserAiSettings, rows[0])
     day = local_date(ai_settings=ai_settings, now=now)
     found = {
-        row.usage_api_key_mode: row  # type: ignore[attr-defined]
-        for row in rows
-        if row.usage_local_date is not None and _as_date(row.usage_local_date) == day  # type: ignore[attr-defined]
+        mode: (int(jobs), int(tokens), Decimal(str(cost)).quantize(CENTS_PLACES))
+        for on, mode, jobs, tokens, cost in (row[_SETTINGS_WIDTH:] for row in rows)
+        if on is not None and _as_date(on) == day
     }
     usage = {
-        mode: DailyUsage(
-            api_key_mode=mode,
-            job_count=int(found[mode].usage_job_count) if mode in found else 0,  # type: ignore[attr-defined]
-            tokens_used=int(found[mode].usage_tokens_used) if mode in found else 0,  # type: ignore[attr-defined]
-            cost_cents=Decimal(str(found[mode].usage_cost_cents)).quantize(CENTS_PLACES)  # type: ignore[attr-defined]
-            if mode in found
-            else Decimal(0),
+        mode: DailyUsage(api_key_mode=mode, job_count=0, tokens_used=0, cost_cents=Decimal(0))
+        if mode not in found
+        else DailyUsage(
+            api_key_mode=mode, job_count=found[mode][0], tokens_used=found[mode][1], cost_cents=found[mode][2]
         )
         for mode in ApiKeyMode.values
     }
