@@ -224,6 +224,11 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION = env.bool("CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION", default=False)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Celery's Django fix-up closes every database connection before and after each task
+# (a new connection per task); given a reuse count it leaves them open, closing them
+# only every that many tasks, and config.celery treats a task's connections as Django
+# treats a request's (CONN_MAX_AGE, the health check).
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 
 # --- AI runtime jobs (contract §3, §7) -------------------------------------------
 # No default token: with none set the internal API admits no runtime (make run sets one).
