@@ -17,6 +17,20 @@ LOCKED``), heartbeat (``UPDATE``), result (``INSERT`` + ``UPDATE`` in one
 transaction). No HTTP, no snapshot, no model, no validation: what the database
 alone allows.
 
+The production shape: Redis for the cache and the throttles
+(``BENCH_E2E_REDIS_URL``, default ``redis://127.0.0.1:6379/14``), a Celery worker
+(``--pool threads``, as the README's unit runs it) and beat on a Redis broker
+(``BENCH_E2E_BROKER_URL``, default ``redis://127.0.0.1:6379/15``); both are flushed
+before the run.
+
+Where the time goes, per job: CPU of gunicorn (its workers), each runtime, the
+Celery worker, beat, the stand-in, and the PostgreSQL backends serving the run
+(client backends of the bench database, read from ``/proc`` while it runs; the
+bench's own connections are left out). Connections: every process names itself
+(``PGAPPNAME``); the sessions PostgreSQL opened during the run
+(``pg_stat_database.sessions``, exact) and, per process, the backends seen
+(sampled every 50 ms, so a lower bound for connections shorter than that).
+
 The database is ``BENCH_E2E_DATABASE_URL`` (default
 ``postgres://postgres@127.0.0.1:5432/aijobs_bench_e2e``), created and migrated if
 missing; its job tables are emptied before each phase.
@@ -34,12 +48,18 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATABASE_URL = os.environ.get("BENCH_E2E_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_bench_e2e")
+REDIS_URL = os.environ.get("BENCH_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
+BROKER_URL = os.environ.get("BENCH_E2E_BROKER_URL", "redis://127.0.0.1:6379/15")
+# The bench's own connections (set-up, the count it polls, the sampler) are not the platform's.
+BENCH_APPNAME = "bench_e2e"
+os.environ["PGAPPNAME"] = BENCH_APPNAME
 TOKEN = "bench-runtime-token"
 JOB_TYPES = [
     "learning_state_analysis",
@@ -227,9 +247,15 @@ def floor(count: int, threads: int) -> float:
 # --- end to end ----------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its live children (gunicorn's workers),
-    from /proc; 0 where /proc is not there."""
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    """User + system CPU of a process and (``children``) its live children (gunicorn's
+    workers), from /proc; 0 where /proc is not there."""
+    if not children:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     total = 0.0
     for entry in Path("/proc").glob("[0-9]*/stat"):
@@ -241,6 +267,85 @@ def cpu_seconds(pid: int) -> float:
         if own_pid == pid or parent == pid:
             total += (int(fields[11]) + int(fields[12])) / ticks
     return total
+
+
+class BackendSampler:
+    """CPU of the PostgreSQL backends serving the run, and the backends each process
+    opened: every 50 ms, the client backends of the bench database (``pg_stat_activity``,
+    by application name) and their CPU from ``/proc`` (PostgreSQL runs on this machine).
+    A backend's CPU counts from its first sighting (or from the start, for one already
+    there) to its last."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(DATABASE_URL, autocommit=True)
+        self.started: dict[tuple[int, object], float] = {}
+        self.last: dict[tuple[int, object], float] = {}
+        self.app_of: dict[tuple[int, object], str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, *, baseline: bool = False) -> None:
+        rows = self.conn.execute(
+            "SELECT pid, backend_start, application_name FROM pg_stat_activity "
+            "WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> %s",
+            [BENCH_APPNAME],
+        ).fetchall()
+        for pid, started, app in rows:
+            key = (pid, started)
+            cpu = cpu_seconds(pid, children=False)
+            if key not in self.started:
+                # A backend born during the run counts from 0 (its start-up is the run's too).
+                self.started[key] = cpu if baseline else 0.0
+                self.app_of[key] = app or "?"
+            self.last[key] = cpu
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.05):
+            self._sample()
+
+    def sessions(self) -> int:
+        return int(
+            self.conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+        )
+
+    def __enter__(self) -> BackendSampler:
+        self._sample(baseline=True)
+        self.baseline_keys = set(self.started)
+        self.sessions_before = self.sessions()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._sample()
+        self.sessions_opened = self.sessions() - self.sessions_before
+        self.conn.close()
+
+    def cpu(self) -> float:
+        return sum(self.last[key] - self.started[key] for key in self.started)
+
+    def opened_by_process(self) -> dict[str, int]:
+        opened: dict[str, int] = {}
+        for key, app in self.app_of.items():
+            if key not in self.baseline_keys:
+                opened[app] = opened.get(app, 0) + 1
+        return opened
+
+    def open_by_process(self) -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for app in self.app_of.values():
+            seen[app] = seen.get(app, 0) + 1
+        return seen
+
+
+def flush_redis() -> None:
+    import redis
+
+    for url in (REDIS_URL, BROKER_URL):
+        redis.Redis.from_url(url).flushdb()
 
 
 def wait_http(url: str, timeout: float = 60) -> None:
@@ -261,16 +366,28 @@ def wait_http(url: str, timeout: float = 60) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
+@dataclass
+class Run:
+    rate: float
+    cpu_ms: dict[str, float]  # per job, by process (and "postgres backends")
+    sessions_opened: int
+    opened: dict[str, int]  # backends each process opened during the run (sampled)
+    seen: dict[str, int]  # backends each process had at any time during the run (sampled)
+
+
 def end_to_end(
-    count: int, concurrency: int, gunicorn_workers: int, gunicorn_threads: int, logs: Path
-) -> tuple[float, dict[str, float]]:
+    count: int, concurrency: int, gunicorn_workers: int, gunicorn_threads: int, logs: Path, extra_env: dict[str, str]
+) -> Run:
     empty_job_tables()
+    flush_redis()
     standin_port, web_port = free_port(), free_port()
     api_url = f"http://127.0.0.1:{web_port}"
     env = {
         **os.environ,
+        **extra_env,
         "DATABASE_URL": DATABASE_URL,
-        "CELERY_BROKER_URL": "memory://",
+        "REDIS_URL": REDIS_URL,
+        "CELERY_BROKER_URL": BROKER_URL,
         "RUNTIME_SERVICE_TOKENS": TOKEN,
         "RUNTIME_THROTTLE_RATE": "100000000/min",
         "PLATFORM_DEEPSEEK_API_KEY": "sk-bench-placeholder",
@@ -283,7 +400,9 @@ def end_to_end(
     def spawn(name: str, args: list[str], extra: dict[str, str] | None = None) -> None:
         out = (logs / f"{name}.log").open("wb")
         processes.append(
-            subprocess.Popen(args, cwd=ROOT, env={**env, **(extra or {})}, stdout=out, stderr=subprocess.STDOUT)
+            subprocess.Popen(
+                args, cwd=ROOT, env={**env, "PGAPPNAME": name, **(extra or {})}, stdout=out, stderr=subprocess.STDOUT
+            )
         )
         names.append(name)
 
@@ -296,6 +415,16 @@ def end_to_end(
                 *("--workers", str(gunicorn_workers), "--threads", str(gunicorn_threads), "--log-level", "warning"),
             ],
         )
+        spawn(
+            "celery-worker",
+            [*(sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "--concurrency", "4"),
+             *("--loglevel", "WARNING", "-n", f"bench-e2e-{web_port}@%h")],
+        )  # fmt: skip
+        spawn(
+            "celery-beat",
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "WARNING",
+             "-s", str(logs / "beat-schedule")],
+        )  # fmt: skip
         wait_http(api_url)
         for name in ("bench-rt-a", "bench-rt-b"):
             spawn(
@@ -309,20 +438,28 @@ def end_to_end(
                     "RUNTIME_POLL_INTERVAL_MS": "50",
                 },
             )
-        time.sleep(3)  # both runtimes up and polling an empty queue
+        time.sleep(5)  # both runtimes up and polling an empty queue, the worker and beat started
         cpu_before = {name: cpu_seconds(p.pid) for name, p in zip(names, processes, strict=True)}
-        began = time.perf_counter()
-        create_jobs(count, mixed=True)
-        while unfinished():
-            if any(p.poll() is not None for p in processes):
-                raise SystemExit(f"a process died; see {logs}")
-            time.sleep(0.05)
-        elapsed = time.perf_counter() - began
+        with BackendSampler() as backends:
+            began = time.perf_counter()
+            create_jobs(count, mixed=True)
+            while unfinished():
+                if any(p.poll() is not None for p in processes):
+                    raise SystemExit(f"a process died; see {logs}")
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - began
+            cpu = {name: cpu_seconds(p.pid) - cpu_before[name] for name, p in zip(names, processes, strict=True)}
+        cpu["postgres backends"] = backends.cpu()
         statuses = count_by_status()
-        cpu = {name: cpu_seconds(p.pid) - cpu_before[name] for name, p in zip(names, processes, strict=True)}
         if statuses.get("succeeded", 0) != count:
             raise SystemExit(f"not every job succeeded: {statuses}; see {logs}")
-        return count / elapsed, {name: 1000 * seconds / count for name, seconds in cpu.items()}
+        return Run(
+            rate=count / elapsed,
+            cpu_ms={name: 1000 * seconds / count for name, seconds in cpu.items()},
+            sessions_opened=backends.sessions_opened,
+            opened=backends.opened_by_process(),
+            seen=backends.open_by_process(),
+        )
     finally:
         for process in reversed(processes):
             process.send_signal(signal.SIGTERM)
@@ -339,23 +476,44 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="slots per runtime (two runtimes)")
     parser.add_argument("--gunicorn-workers", type=int, default=2)
     parser.add_argument("--gunicorn-threads", type=int, default=8)
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every process (e.g. DB_POOL=true)",
+    )
     args = parser.parse_args()
+    extra_env = dict(item.split("=", 1) for item in args.env)
 
     ensure_database()
     setup_django()
     logs = ROOT / "var" / f"bench-e2e-{uuid.uuid4().hex[:6]}"
     logs.mkdir(parents=True, exist_ok=True)
     floor_rate = floor(args.jobs, threads=2 * args.concurrency)
-    e2e_rate, cpu_ms = end_to_end(args.jobs, args.concurrency, args.gunicorn_workers, args.gunicorn_threads, logs)
+    run = end_to_end(args.jobs, args.concurrency, args.gunicorn_workers, args.gunicorn_threads, logs, extra_env)
     empty_job_tables()
-    print(f"bench_e2e: {args.jobs} jobs, {os.cpu_count()} CPUs, PostgreSQL {urlparse(DATABASE_URL).path.lstrip('/')}")
+    settings_note = f", {' '.join(args.env)}" if args.env else ""
+    print(
+        f"bench_e2e: {args.jobs} jobs, {os.cpu_count()} CPUs, PostgreSQL {urlparse(DATABASE_URL).path.lstrip('/')}, "
+        f"Redis cache and throttles, Celery worker and beat on a Redis broker{settings_note}"
+    )
     print(f"  raw-SQL lifecycle floor, psycopg, {2 * args.concurrency} threads:          {floor_rate:8.1f} jobs/s")
     print(
         f"  end to end, gunicorn {args.gunicorn_workers}x{args.gunicorn_threads}, 2 runtimes x {args.concurrency} slots, "
-        f"stand-in: {e2e_rate:8.1f} jobs/s"
+        f"stand-in: {run.rate:8.1f} jobs/s"
     )
-    print(f"  ratio end-to-end / floor: {e2e_rate / floor_rate:.3f}   (logs: {logs.relative_to(ROOT)})")
-    print("  CPU per end-to-end job: " + ", ".join(f"{name} {ms:.1f} ms" for name, ms in cpu_ms.items()))
+    print(f"  ratio end-to-end / floor: {run.rate / floor_rate:.3f}   (logs: {logs.relative_to(ROOT)})")
+    total = sum(run.cpu_ms.values())
+    print(
+        f"  CPU per end-to-end job: {total:.1f} ms: "
+        + ", ".join(f"{name} {ms:.1f} ms" for name, ms in run.cpu_ms.items())
+    )
+    print(
+        f"  database connections opened during the run: {run.sessions_opened} (pg_stat_database); "
+        "by process, opened (of all it had): "
+        + ", ".join(f"{name} {run.opened.get(name, 0)} ({run.seen[name]})" for name in sorted(run.seen))
+    )
 
 
 if __name__ == "__main__":
