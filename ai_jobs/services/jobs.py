@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from ai_jobs import metrics, selectors, transitions
@@ -21,6 +21,7 @@ from ai_jobs.models import (
     JobStatus,
 )
 from config.errors import DomainError, ErrorCode
+from config.sql import execute, placeholders
 from quotas import services as quotas
 from quotas.models import UserAiSettings
 
@@ -48,7 +49,7 @@ def job_create(
     quota_date: dt.date | None = None,
 ) -> AiRuntimeJob:
     """Insert a pending job. The user-facing checks (quotas, breaker) wrap this."""
-    return AiRuntimeJob.objects.create(
+    job = AiRuntimeJob(
         user=user,
         job_type=job_type,
         target_type=target_type,
@@ -65,6 +66,21 @@ def job_create(
         max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
         timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
     )
+    # The INSERT is written once: the ORM's would be compiled again for every job.
+    execute(
+        _JOB_INSERT_SQL,
+        [field.get_db_prep_save(field.pre_save(job, add=True), connection) for field in _JOB_FIELDS],
+    )
+    job._state.adding = False
+    job._state.db = connection.alias
+    return job
+
+
+_JOB_FIELDS = AiRuntimeJob._meta.concrete_fields
+_JOB_INSERT_SQL = (
+    f"INSERT INTO {AiRuntimeJob._meta.db_table} ({', '.join(field.column for field in _JOB_FIELDS)}) "
+    f"VALUES ({placeholders(_JOB_FIELDS)})"
+)
 
 
 # The stand-in model's fault markers (``runtime_worker.standin``: ``[standin:429]``,
