@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,10 @@ PG_ADMIN_URL = os.environ.get("BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0
 BENCH_DB = os.environ.get("BENCH_DB", "aijobs_bench")
 BENCH_DB_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + BENCH_DB
 RUNTIME_TOKEN = "bench-runtime-token"
+# Every benchmark's own database connections carry this name (PGAPPNAME), so the CPU of
+# the backends serving the measured processes leaves them out.
+BENCH_APPNAME = "bench"
+os.environ["PGAPPNAME"] = BENCH_APPNAME
 
 
 def fresh_database() -> str:
@@ -45,9 +50,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its live children (gunicorn's workers), from /proc."""
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    """User + system CPU of a process and (``children``) its live children (gunicorn's
+    workers), from /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
+    if not children:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / ticks
     total = 0.0
     for entry in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -77,6 +89,7 @@ def gunicorn(
         "USER_THROTTLE_RATE": "100000000/min",
         "PLATFORM_DEEPSEEK_API_KEY": "sk-bench",
         "LOG_LEVEL": "WARNING",
+        "PGAPPNAME": "gunicorn",
         **(extra_env or {}),
     }
     env.pop("REDIS_URL", None)
@@ -100,6 +113,76 @@ def gunicorn(
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class BackendSampler:
+    """CPU of the PostgreSQL backends serving a run, and the backends each process
+    opened: every 50 ms, the client backends of the bench database (``pg_stat_activity``,
+    by application name, the bench's own left out) and their CPU from ``/proc``
+    (PostgreSQL runs on this machine). A backend's CPU counts from its first sighting
+    (or from the start, for one already there) to its last."""
+
+    def __init__(self, database_url: str) -> None:
+        self.conn = psycopg.connect(database_url, autocommit=True)
+        self.started: dict[tuple[int, object], float] = {}
+        self.last: dict[tuple[int, object], float] = {}
+        self.app_of: dict[tuple[int, object], str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, *, baseline: bool = False) -> None:
+        rows = self.conn.execute(
+            "SELECT pid, backend_start, application_name FROM pg_stat_activity "
+            "WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> %s",
+            [BENCH_APPNAME],
+        ).fetchall()
+        for pid, started, app in rows:
+            key = (pid, started)
+            cpu = cpu_seconds(pid, children=False)
+            if key not in self.started:
+                # A backend born during the run counts from 0 (its start-up is the run's too).
+                self.started[key] = cpu if baseline else 0.0
+                self.app_of[key] = app or "?"
+            self.last[key] = cpu
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.05):
+            self._sample()
+
+    def sessions(self) -> int:
+        return int(
+            self.conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+        )
+
+    def __enter__(self) -> BackendSampler:
+        self._sample(baseline=True)
+        self.baseline_keys = set(self.started)
+        self.sessions_before = self.sessions()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._sample()
+        self.sessions_opened = self.sessions() - self.sessions_before
+        self.conn.close()
+
+    def cpu(self) -> float:
+        return sum(self.last[key] - self.started[key] for key in self.started)
+
+    def opened_by_process(self) -> dict[str, int]:
+        opened: dict[str, int] = {}
+        for key, app in self.app_of.items():
+            if key not in self.baseline_keys:
+                opened[app] = opened.get(app, 0) + 1
+        return opened
+
+    def open_by_process(self) -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for app in self.app_of.values():
+            seen[app] = seen.get(app, 0) + 1
+        return seen
 
 
 def report(title: str, rows: list[tuple[str, float, str]], baseline: str) -> None:

@@ -4,17 +4,30 @@ and the day's count in one transaction) — against a bare DRF view with the sam
 JWT authentication doing one INSERT, in the same run.
 
     .venv/bin/python -m bench.bench_create [--requests 1500] [--threads 4]
+
+Beside the rates, each one's CPU per request: gunicorn's (its workers) and the
+PostgreSQL backends' serving it (``bench._common.BackendSampler``): on a machine
+shared with other work the rate moves with the load, the CPU a request costs much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import threading
 import time
 
 import requests
 
-from bench._common import fresh_database, gunicorn, report, setup_django
+from bench._common import (
+    BENCH_DB_URL,
+    BackendSampler,
+    cpu_seconds,
+    fresh_database,
+    gunicorn,
+    report,
+    setup_django,
+)
 
 
 def hammer(url: str, tokens: list[str], per_thread: int, body_of) -> float:
@@ -42,6 +55,17 @@ def hammer(url: str, tokens: list[str], per_thread: int, body_of) -> float:
     return len(tokens) * per_thread / elapsed
 
 
+def measured(url: str, pid: int, tokens: list[str], per_thread: int, body_of) -> tuple[float, float, float]:
+    """Requests/s, and gunicorn's (``pid``, with its workers) and the PostgreSQL backends'
+    CPU ms per request."""
+    before = cpu_seconds(pid)
+    with BackendSampler(BENCH_DB_URL) as backends:
+        rate = hammer(url, tokens, per_thread, body_of)
+    web = cpu_seconds(pid) - before
+    count = len(tokens) * per_thread
+    return rate, 1000 * web / count, 1000 * backends.cpu() / count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1500)
@@ -66,15 +90,22 @@ def main() -> None:
     def job_body(i: int, n: int) -> dict[str, object]:
         return {"jobType": "learning_state_analysis", "targetType": "user", "targetId": "me"}
 
-    rows = []
-    with gunicorn(workers=2, threads=4, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}) as base:
+    rows, cpu_rows = [], []
+    started: list[subprocess.Popen] = []
+    with gunicorn(
+        workers=2, threads=4, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}, started=started
+    ) as base:
         hammer(f"{base}/bench/bare-insert", tokens, 20, job_body)  # warm up both paths
         hammer(f"{base}/ai/jobs", tokens, 20, job_body)
-        rows.append(
-            ("bare DRF view, one INSERT", hammer(f"{base}/bench/bare-insert", tokens, per_thread, job_body), "req/s")
-        )
-        rows.append(("POST /ai/jobs (eleven steps)", hammer(f"{base}/ai/jobs", tokens, per_thread, job_body), "req/s"))
+        for name, path in (
+            ("bare DRF view, one INSERT", "/bench/bare-insert"),
+            ("POST /ai/jobs (eleven steps)", "/ai/jobs"),
+        ):
+            rate, web_ms, database_ms = measured(f"{base}{path}", started[0].pid, tokens, per_thread, job_body)
+            rows.append((name, rate, "req/s"))
+            cpu_rows += [(f"{name}: gunicorn", web_ms, "ms"), (f"{name}: PostgreSQL", database_ms, "ms")]
     report(f"Job creation through gunicorn, {args.threads} client threads", rows, "bare DRF view, one INSERT")
+    report("CPU per request", cpu_rows, "bare DRF view, one INSERT: gunicorn")
 
 
 if __name__ == "__main__":

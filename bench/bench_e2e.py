@@ -54,12 +54,11 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench._common import BackendSampler, cpu_seconds  # noqa: E402  (run as a script)
+
 DATABASE_URL = os.environ.get("BENCH_E2E_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_bench_e2e")
 REDIS_URL = os.environ.get("BENCH_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
 BROKER_URL = os.environ.get("BENCH_E2E_BROKER_URL", "redis://127.0.0.1:6379/15")
-# The bench's own connections (set-up, the count it polls, the sampler) are not the platform's.
-BENCH_APPNAME = "bench_e2e"
-os.environ["PGAPPNAME"] = BENCH_APPNAME
 TOKEN = "bench-runtime-token"
 JOB_TYPES = [
     "learning_state_analysis",
@@ -247,100 +246,6 @@ def floor(count: int, threads: int) -> float:
 # --- end to end ----------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int, *, children: bool = True) -> float:
-    """User + system CPU of a process and (``children``) its live children (gunicorn's
-    workers), from /proc; 0 where /proc is not there."""
-    if not children:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0.0
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        own_pid, parent = int(entry.parent.name), int(fields[1])
-        if own_pid == pid or parent == pid:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
-
-
-class BackendSampler:
-    """CPU of the PostgreSQL backends serving the run, and the backends each process
-    opened: every 50 ms, the client backends of the bench database (``pg_stat_activity``,
-    by application name) and their CPU from ``/proc`` (PostgreSQL runs on this machine).
-    A backend's CPU counts from its first sighting (or from the start, for one already
-    there) to its last."""
-
-    def __init__(self) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(DATABASE_URL, autocommit=True)
-        self.started: dict[tuple[int, object], float] = {}
-        self.last: dict[tuple[int, object], float] = {}
-        self.app_of: dict[tuple[int, object], str] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self, *, baseline: bool = False) -> None:
-        rows = self.conn.execute(
-            "SELECT pid, backend_start, application_name FROM pg_stat_activity "
-            "WHERE datname = current_database() AND backend_type = 'client backend' AND application_name <> %s",
-            [BENCH_APPNAME],
-        ).fetchall()
-        for pid, started, app in rows:
-            key = (pid, started)
-            cpu = cpu_seconds(pid, children=False)
-            if key not in self.started:
-                # A backend born during the run counts from 0 (its start-up is the run's too).
-                self.started[key] = cpu if baseline else 0.0
-                self.app_of[key] = app or "?"
-            self.last[key] = cpu
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.05):
-            self._sample()
-
-    def sessions(self) -> int:
-        return int(
-            self.conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
-        )
-
-    def __enter__(self) -> BackendSampler:
-        self._sample(baseline=True)
-        self.baseline_keys = set(self.started)
-        self.sessions_before = self.sessions()
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-        self._sample()
-        self.sessions_opened = self.sessions() - self.sessions_before
-        self.conn.close()
-
-    def cpu(self) -> float:
-        return sum(self.last[key] - self.started[key] for key in self.started)
-
-    def opened_by_process(self) -> dict[str, int]:
-        opened: dict[str, int] = {}
-        for key, app in self.app_of.items():
-            if key not in self.baseline_keys:
-                opened[app] = opened.get(app, 0) + 1
-        return opened
-
-    def open_by_process(self) -> dict[str, int]:
-        seen: dict[str, int] = {}
-        for app in self.app_of.values():
-            seen[app] = seen.get(app, 0) + 1
-        return seen
-
-
 def flush_redis() -> None:
     import redis
 
@@ -440,7 +345,7 @@ def end_to_end(
             )
         time.sleep(5)  # both runtimes up and polling an empty queue, the worker and beat started
         cpu_before = {name: cpu_seconds(p.pid) for name, p in zip(names, processes, strict=True)}
-        with BackendSampler() as backends:
+        with BackendSampler(DATABASE_URL) as backends:
             began = time.perf_counter()
             create_jobs(count, mixed=True)
             while unfinished():
