@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -92,7 +93,10 @@ def gunicorn(
         "PGAPPNAME": "gunicorn",
         **(extra_env or {}),
     }
-    env.pop("REDIS_URL", None)
+    # The production shape: cache and throttles in Redis (BENCH_REDIS_URL, emptied first), as
+    # bench_e2e runs it; without it every request would count its throttle in the database.
+    env["REDIS_URL"] = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+    redis.Redis.from_url(env["REDIS_URL"]).flushdb()
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}",
          "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
