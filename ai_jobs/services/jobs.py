@@ -21,7 +21,7 @@ from ai_jobs.models import (
     JobStatus,
 )
 from config.errors import DomainError, ErrorCode
-from config.sql import execute, placeholders
+from config.sql import insert_rows
 from quotas import services as quotas
 from quotas.models import UserAiSettings
 
@@ -66,21 +66,14 @@ def job_create(
         max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
         timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
     )
-    # The INSERT is written once: the ORM's would be compiled again for every job.
-    execute(
-        _JOB_INSERT_SQL,
-        [field.get_db_prep_save(field.pre_save(job, add=True), connection) for field in _JOB_FIELDS],
-    )
+    # A fixed INSERT (config.sql.insert_rows): the ORM's would be compiled again for every job.
+    insert_rows(AiRuntimeJob, [{field.attname: field.pre_save(job, add=True) for field in _JOB_FIELDS}])
     job._state.adding = False
     job._state.db = connection.alias
     return job
 
 
 _JOB_FIELDS = AiRuntimeJob._meta.concrete_fields
-_JOB_INSERT_SQL = (
-    f"INSERT INTO {AiRuntimeJob._meta.db_table} ({', '.join(field.column for field in _JOB_FIELDS)}) "
-    f"VALUES ({placeholders(_JOB_FIELDS)})"
-)
 
 
 # The stand-in model's fault markers (``runtime_worker.standin``: ``[standin:429]``,
