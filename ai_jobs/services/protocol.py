@@ -4,6 +4,7 @@ credential, result, fail, invocation logs. Status changes go through
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import random
@@ -165,7 +166,9 @@ def job_claim_started(
     now = timezone.now()
     started = []
     for job in jobs:
-        row = rows[job.id]
+        row = rows.get(job.id)
+        if row is None:  # gone since the claim (a user deleted meanwhile)
+            continue
         if not row.consents:
             _withdrawn(job.id, instance_id)
             continue
@@ -174,15 +177,23 @@ def job_claim_started(
             try:
                 resolved = _resolved(row)
             except DomainError as error:
-                job_fail(
-                    job_id=job.id,
-                    instance_id=instance_id,
-                    attempt_no=job.attempt_no,
-                    error_code=RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED.code,
-                    error_message=f"Credential not resolved: {error.code.code}: {error}",
-                )
+                with contextlib.suppress(DomainError):  # changed meanwhile (cancelled): it is not ours to fail
+                    job_fail(
+                        job_id=job.id,
+                        instance_id=instance_id,
+                        attempt_no=job.attempt_no,
+                        error_code=RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED.code,
+                        error_message=f"Credential not resolved: {error.code.code}: {error}",
+                    )
                 continue
-        text = _snapshot_text(row, now) if snapshot else None
+        text = None
+        if snapshot:
+            try:
+                text = _snapshot_text(row, now)
+            except DomainError:
+                # Handed out without it: the runtime asks GET .../snapshot, whose answer says
+                # why, and the other jobs of the claim are not lost with this one's error.
+                logger.warning("job %s claimed without its snapshot: it could not be built", job.id)
         started.append(StartedJob(job=job, snapshot=text, credential=resolved))
     return started
 
