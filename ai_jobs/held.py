@@ -107,7 +107,8 @@ def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
     rest = list(row[n + 2 :])
     snap = None
     if snapshot:
-        values, rest = rest[:7], rest[7:]
+        width = len(_SNAPSHOT_COLUMNS) + 1  # and the payload's text
+        values, rest = rest[:width], rest[width:]
         if values[0] is not None:
             snap = SnapshotRow(
                 id=values[0],

@@ -393,8 +393,9 @@ def _document(d: Dialect, target_type: str) -> list[tuple[str, str]]:
 
 @cache
 def statement(vendor: str, target_type: str) -> str:
-    """The statement of a target type: parameters learner, target (JSON text), user id,
-    target id, found (user target), timezone, today (local date), generated at."""
+    """The statement of a target type: parameters, in their order in its text, user id,
+    target id, found (user target), timezone, today (local date), then learner, target
+    (JSON text) and generated at."""
     d = Dialect(postgres=vendor == "postgresql")
     found = "CAST(%s AS BOOLEAN)" if d.postgres else "CAST(%s AS INTEGER)"
     text = "CAST(%s AS json)" if d.postgres else "json(%s)"
