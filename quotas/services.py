@@ -477,15 +477,7 @@ def platform_admit() -> str:
         f"FROM {PlatformDailyUsage._meta.db_table} WHERE day = %s",
         [day],
     )
-    platform_budget_admit(
-        PlatformUsage(
-            day=day,
-            tokens_used=int(tokens),  # type: ignore[call-overload]
-            cost_cents=Decimal(str(cost)).quantize(CENTS_PLACES),
-            token_budget=settings.PLATFORM_DAILY_TOKEN_BUDGET,
-            cost_budget_cents=settings.PLATFORM_DAILY_COST_BUDGET_CENTS,
-        )
-    )
+    platform_budget_admit(_platform_usage(day, tokens, cost))
     if state == CircuitState.OPEN:
         raise DomainError(ErrorCode.PLATFORM_CIRCUIT_OPEN, "The platform model key is paused by its circuit breaker")
     return str(state or CircuitState.CLOSED)
