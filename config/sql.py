@@ -96,11 +96,23 @@ def columns(model: type[Model], alias: str) -> str:
     return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
 
 
+_CONVERTERS: dict[tuple[str, Field], tuple[Any, list[Any]]] = {}  # type: ignore[type-arg]
+
+
 def from_db_value(field: Field, value: Any) -> Any:  # type: ignore[type-arg]
     """A column's value as the ORM would load it (SQLite's booleans and timestamps come as
-    numbers and text; PostgreSQL's driver already gives Python's types)."""
-    expression = field.get_col(field.model._meta.db_table)
-    for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
+    numbers and text; PostgreSQL's driver already gives Python's types). The converters
+    are looked up once per database and field, not on every row."""
+    key = (connection.vendor, field)
+    found = _CONVERTERS.get(key)
+    if found is None:
+        expression = field.get_col(field.model._meta.db_table)
+        found = _CONVERTERS[key] = (
+            expression,
+            connection.ops.get_db_converters(expression) + expression.get_db_converters(connection),
+        )
+    expression, converters = found
+    for converter in converters:
         value = converter(value, expression, connection)
     return value
 
