@@ -57,7 +57,8 @@ def _create(model: type[Any], *, parent: Any, **fields: Any) -> Any:
 
 
 def _delete(obj: Any, *, holding: tuple[tuple[type[Any], str], ...] = ()) -> None:
-    """Delete with the cascade, after locking the row and the ``holding`` children (model,
+    """Delete a row that others are created under (a knowledge base, a knowledge point)
+    with the cascade, after locking the row and the ``holding`` children (model,
     foreign key) that rows are created under, so no row is added to what the cascade
     collected. A row moved under it meanwhile fails the foreign key at commit: collect again."""
     model, pk = type(obj), obj.pk
@@ -122,7 +123,7 @@ def material_update(
 
 
 def material_delete(*, user: AbstractBaseUser, material_id: str) -> None:
-    _delete(selectors.material_get(user=user, material_id=material_id))
+    selectors.material_get(user=user, material_id=material_id).delete()
 
 
 # --- knowledge points ------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def study_record_update(
 
 
 def study_record_delete(*, user: AbstractBaseUser, study_record_id: str) -> None:
-    _delete(selectors.study_record_get(user=user, study_record_id=study_record_id))
+    selectors.study_record_get(user=user, study_record_id=study_record_id).delete()
 
 
 # --- the learning profile -----------------------------------------------------------------------
