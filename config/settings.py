@@ -93,6 +93,9 @@ else:
     # A persistent connection is checked before each request reuses it, so one the
     # database dropped (a restart, a failover) is replaced, never served as an error.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Django's PostgreSQL backend, whose health check polls the idle socket instead of a
+    # SELECT 1 round trip on every request (config/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "config.postgresql"
     # A database host that does not answer fails a connection in seconds (503), not
     # after the kernel's minutes of TCP retries.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
@@ -106,6 +109,14 @@ else:
         # the client by default, which prepares nothing).
         DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+    elif env.bool("DB_PREPARED_STATEMENTS", default=True):
+        # Parameters bound by the server, and a statement a connection has run
+        # DB_PREPARE_THRESHOLD times prepared (psycopg keeps 100 a connection): PostgreSQL
+        # then neither parses nor plans it again. The hot path is a few fixed statements
+        # run over and over; planning was most of their database time (the snapshot
+        # statement: 2.2 ms planned each time, 0.3 ms prepared).
+        DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
+        DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env.int("DB_PREPARE_THRESHOLD", default=5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Covering indexes (INCLUDE) are PostgreSQL's; SQLite builds the same index without them.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]

@@ -1,13 +1,18 @@
 """Database connections (issue 12): Celery tasks keep their connection from task to task
 (Celery's Django fix-up would open one per task), and one the database dropped costs no
-task."""
+task; the health check before a connection is reused costs no round trip; a statement
+run again is prepared."""
 
 from __future__ import annotations
+
+import datetime
+import time
 
 import psycopg
 import pytest
 from celery.fixups.django import DjangoWorkerFixup
 from celery.signals import task_postrun, task_prerun
+from django.conf import settings
 from django.db import connection
 
 from config.celery import app
@@ -20,7 +25,14 @@ def _drop_backend(pid: int) -> bool:
         host=admin["HOST"], port=admin["PORT"] or 5432, user=admin["USER"], password=admin["PASSWORD"] or None,
         dbname=admin["NAME"], autocommit=True,
     ) as conn:  # fmt: skip
-        return bool(conn.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0])
+        if not conn.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]:
+            return False
+        # Gone once it has sent its goodbye and exited, as after a restart (pg_ctl waits for that).
+        deadline = time.monotonic() + 5
+        while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still there"
+            time.sleep(0.01)
+        return True
 
 
 class _Task:
@@ -52,3 +64,49 @@ def test_celery_tasks_keep_their_connection_and_a_dropped_one_costs_no_task():
     finally:
         task_prerun.disconnect(fixup.on_task_prerun)
         task_postrun.disconnect(fixup.on_task_postrun)
+
+
+def _last_query_of(pid: int) -> str:
+    admin = connection.settings_dict
+    with psycopg.connect(
+        host=admin["HOST"], port=admin["PORT"] or 5432, user=admin["USER"], password=admin["PASSWORD"] or None,
+        dbname=admin["NAME"], autocommit=True,
+    ) as conn:  # fmt: skip
+        return conn.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_health_check_of_an_idle_connection_costs_no_round_trip_and_still_finds_a_dropped_one():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid() /* health-check-marker */")
+        pid = cursor.fetchone()[0]
+    assert connection.is_usable()
+    # The backend's last statement is still ours: the check sent no SELECT 1.
+    assert "health-check-marker" in _last_query_of(pid)
+    assert _drop_backend(pid)
+    assert not connection.is_usable()
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_run_again_is_prepared_so_postgresql_plans_it_no_more():
+    from learning.snapshots.sql import snapshot_document
+
+    threshold = settings.DATABASES["default"]["OPTIONS"].get("prepare_threshold")
+    assert threshold is not None  # DB_PREPARED_STATEMENTS is on by default
+    for _ in range(threshold + 2):
+        document = snapshot_document(
+            user_id=1, target_type="user", target_id="usr_x", found=False, timezone_name="UTC",
+            today=datetime.date(2026, 12, 1), generated_at="2026-12-01T00:00:00Z", learner_json="{}", target_json="{}",
+        )  # fmt: skip
+        assert '"targetFound" : false' in document or '"targetFound":false' in document.replace(" ", "")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans + custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%learningSnapshotVersion%"],
+        )
+        [(executions,)] = cursor.fetchall()
+    assert executions >= 2  # run as a prepared statement, not parsed and planned anew
