@@ -33,18 +33,22 @@ def build_data(*, user: AbstractBaseUser, target_type: str, target_id: str) -> d
     return json.loads(build_text(user=user, target_type=target_type, target_id=target_id))
 
 
-def build_text(*, user: AbstractBaseUser, target_type: str, target_id: str) -> str:
+def build_text(*, user: AbstractBaseUser, target_type: str, target_id: str, timezone_name: str | None = None) -> str:
     """The ``data`` of a snapshot as JSON text, assembled by the database."""
-    return document(user, target_type, target_id, learner={"userId": public_id_of(user)})
+    learner = {"userId": public_id_of(user)}
+    return document(user, target_type, target_id, learner=learner, timezone_name=timezone_name)
 
 
-def snapshot_create(*, user: AbstractBaseUser, target_type: str, target_id: str) -> AiJobSnapshot:
+def snapshot_create(
+    *, user: AbstractBaseUser, target_type: str, target_id: str, timezone_name: str | None = None
+) -> AiJobSnapshot:
     """Store a new snapshot of the learner's data for the target. The database's text
     is inserted as it is, and the row carries it (``payload_text``) so that a caller
     sending it on (the claim's fast path, a rebuild on GET) never encodes it again;
-    ``payload`` is read back only if someone asks for it."""
+    ``payload`` is read back only if someone asks for it. ``timezone_name``: the
+    learner's, when the caller has just read their settings (else read here)."""
     now = timezone.now()
-    text = build_text(user=user, target_type=target_type, target_id=target_id)
+    text = build_text(user=user, target_type=target_type, target_id=target_id, timezone_name=timezone_name)
     values = [
         new_id("snap"),
         user.pk,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 from rest_framework import serializers
@@ -71,6 +72,20 @@ class JobCreateSerializer(serializers.Serializer):
             attrs.pop(name, None)
         attrs["params"] = params
         return attrs
+
+
+@cache
+def _job_create_serializer(declared: tuple[tuple[str, job_types.CountParam | None], ...]) -> JobCreateSerializer:
+    return JobCreateSerializer()
+
+
+def job_create_parse(data: Any) -> dict[str, Any]:
+    """``POST /ai/jobs``'s validated body, or a ValidationError the exception handler
+    renders. One bound serializer per set of registered types and their count
+    parameters (its fields follow them), not one built per request (DRF deep-copies
+    every declared field of each serializer it builds)."""
+    declared = tuple((job_type.name, job_type.count) for job_type in job_types.all_types())
+    return _job_create_serializer(declared).run_validation(data)
 
 
 class JobListQuerySerializer(serializers.Serializer):

@@ -10,7 +10,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ai_jobs import selectors, services
-from ai_jobs.api.user_serializers import JobCreateSerializer, JobListQuerySerializer, UserJobSerializer
+from ai_jobs.api.internal_serializers import render
+from ai_jobs.api.user_serializers import (
+    JobCreateSerializer,
+    JobListQuerySerializer,
+    UserJobSerializer,
+    job_create_parse,
+)
 from config.errors import ErrorCode
 from config.openapi import raises
 from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
@@ -57,9 +63,7 @@ class JobListView(UserView):
         ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED,
     )
     def post(self, request: Request) -> Response:
-        serializer = JobCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = job_create_parse(request.data)
         submitted = services.job_submit(
             user=request.user,
             job_type=data["jobType"],
@@ -72,7 +76,7 @@ class JobListView(UserView):
             params=data["params"],
         )
         return Response(
-            UserJobSerializer(submitted.job).data,
+            render(UserJobSerializer, submitted.job),
             status=status.HTTP_201_CREATED if submitted.created else status.HTTP_200_OK,
         )
 
@@ -81,7 +85,7 @@ class JobListView(UserView):
 class JobDetailView(UserView):
     @raises(ErrorCode.JOB_NOT_FOUND)
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(UserJobSerializer(selectors.user_job(user=request.user, job_id=job_id)).data)
+        return Response(render(UserJobSerializer, selectors.user_job(user=request.user, job_id=job_id)))
 
 
 @extend_schema(tags=["ai jobs"], request=None, responses=UserJobSerializer)
@@ -89,7 +93,7 @@ class JobCancelView(UserView):
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.user_job(user=request.user, job_id=job_id)
-        return Response(UserJobSerializer(services.job_cancel(job_id=job.id, reason="Cancelled by the user")).data)
+        return Response(render(UserJobSerializer, services.job_cancel(job_id=job.id, reason="Cancelled by the user")))
 
 
 @extend_schema(tags=["ai"])

@@ -114,7 +114,9 @@ def job_submit(
         breaker_state = _platform_admit() if mode == ApiKeyMode.PLATFORM_KEY else None
         with transaction.atomic():
             # 9. the snapshot of the learner's data (inside, so a refusal leaves none behind)
-            snapshot = snapshot_create(user=user, target_type=target_type, target_id=target_id)
+            snapshot = snapshot_create(
+                user=user, target_type=target_type, target_id=target_id, timezone_name=ai_settings.timezone
+            )
             # 10. the job and the day's count, together
             # Half-open admissions one at a time: under the breaker row's lock, counted again.
             if breaker_state == CircuitState.HALF_OPEN and quotas.breaker_admit(locked=True) == CircuitState.HALF_OPEN:

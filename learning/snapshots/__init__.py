@@ -45,6 +45,7 @@ from learning.snapshots.parts import (
     streaks,
     study_stats,
     with_mastery,
+    zone_named,
 )
 from learning.snapshots.sql import snapshot_document
 
@@ -197,14 +198,22 @@ BUILDERS = {
 }
 
 
-def document(user: AbstractBaseUser, target_type: str, target_id: str, *, learner: dict[str, Any]) -> str:
+def document(
+    user: AbstractBaseUser,
+    target_type: str,
+    target_id: str,
+    *,
+    learner: dict[str, Any],
+    timezone_name: str | None = None,
+) -> str:
     """The snapshot's ``data`` as JSON text, assembled by the database: ``learner`` and
     ``target`` first, then what the target type's builder would give (only those two
-    for a target type without one). Two statements: the learner's timezone, the document."""
+    for a target type without one). Two statements: the learner's timezone (none when
+    the caller has just read it: ``timezone_name``), the document."""
     target = {"type": target_type, "id": target_id}
     if target_type not in BUILDERS:
         return json.dumps({"learner": learner, "target": target}, ensure_ascii=False, separators=(",", ":"))
-    tz = learner_timezone(user)
+    tz = learner_timezone(user) if timezone_name is None else zone_named(timezone_name)
     now = timezone.now()
     return snapshot_document(
         user_id=user.pk,

@@ -56,15 +56,22 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
     return round(float(value), digits) if value is not None else None
 
 
+def zone_named(name: str | None) -> ZoneInfo:
+    """The zone of an IANA name; UTC when unset or unknown."""
+    try:
+        return ZoneInfo(name) if name else UTC
+    except (ValueError, ZoneInfoNotFoundError):
+        return UTC
+
+
 def learner_timezone(user: AbstractBaseUser) -> ZoneInfo:
     """The learner's IANA timezone, which decides their local dates (contract §4,
     ``/ai/settings``). Read from the quotas app's per-user settings when that model
     exists; UTC otherwise or when unset."""
     try:
         model = apps.get_model("quotas", "UserAiSettings")
-        name = model.objects.filter(user=user).values_list("timezone", flat=True).first()
-        return ZoneInfo(name) if name else UTC
-    except (LookupError, FieldError, ValueError, ZoneInfoNotFoundError):
+        return zone_named(model.objects.filter(user=user).values_list("timezone", flat=True).first())
+    except (LookupError, FieldError):
         return UTC
 
 
