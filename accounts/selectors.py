@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import OuterRef, Subquery
 
@@ -22,6 +23,14 @@ def public_id_of(user: AbstractBaseUser) -> str:
         account, _ = Account.objects.get_or_create(user_id=user.pk)
         user.account = account  # type: ignore[attr-defined]
         return account.public_id
+
+
+def user_known_as(*, user_id: int, public_id: str) -> AbstractBaseUser:
+    """A user carrying only its primary key and public id, both read already (with a
+    job, say), for code that needs nothing else of it: no statement. Never saved."""
+    user = get_user_model()(pk=user_id)
+    user.account = Account(user_id=user_id, public_id=public_id)  # type: ignore[attr-defined]
+    return user
 
 
 def public_ids_of(user_ids: set[int] | list[int]) -> dict[int, str]:

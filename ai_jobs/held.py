@@ -26,6 +26,7 @@ from ai_jobs.transitions import ACTIVE_SQL, PUBLIC_ID_SQL, TABLE, consent_sql
 from config.sql import fetch, placeholders
 from credentials.models import Credential
 from credentials.services import RESOLVE_COLUMNS
+from quotas.models import UserAiSettings
 
 SNAPSHOT_TABLE = AiJobSnapshot._meta.db_table
 CREDENTIAL_TABLE = Credential._meta.db_table
@@ -41,7 +42,8 @@ _JOB_COLUMNS = (
     "attempt_no",
 )
 _SNAPSHOT_COLUMNS = ("id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
-_DATETIME = DateTimeField()  # the wire's datetimes, exactly as the serializers render them
+_DATETIME = DateTimeField()
+TIMEZONE_SQL = f"(SELECT s.timezone FROM {UserAiSettings._meta.db_table} s WHERE s.user_id = {TABLE}.user_id)"  # the wire's datetimes, exactly as the serializers render them
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class HeldJob:
     attempt_no: int
     user_public_id: str | None
     consents: bool
+    timezone_name: str | None  # the user's (their settings'), for a snapshot built on the way
     snapshot: SnapshotRow | None
     credential_row: tuple[Any, ...] | None  # credentials.services.RESOLVE_COLUMNS, or None
 
@@ -78,7 +81,7 @@ class SnapshotRow:
 def _sql(vendor: str, consent: str, *, snapshot: bool, credential: bool, many: int) -> str:
     """The statement: the job by primary key (``many``: by ``id IN``), its snapshot
     and credential rows by primary key. One statement per shape, built once."""
-    columns = [f"{TABLE}.{name}" for name in _JOB_COLUMNS] + [PUBLIC_ID_SQL, consent]
+    columns = [f"{TABLE}.{name}" for name in _JOB_COLUMNS] + [PUBLIC_ID_SQL, consent, TIMEZONE_SQL]
     joins = []
     if snapshot:
         # jsonb is sent as its text form, serialized by PostgreSQL; SQLite stores text.
@@ -104,7 +107,7 @@ def _aware(value: Any) -> dt.datetime:
 
 def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
     n = len(_JOB_COLUMNS)
-    rest = list(row[n + 2 :])
+    rest = list(row[n + 3 :])
     snap = None
     if snapshot:
         width = len(_SNAPSHOT_COLUMNS) + 1  # and the payload's text
@@ -123,6 +126,7 @@ def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
         *row[:n],
         user_public_id=row[n],
         consents=bool(row[n + 1]),
+        timezone_name=row[n + 2],
         snapshot=snap,
         credential_row=tuple(rest) if credential and rest and rest[0] is not None else None,
     )

@@ -112,6 +112,7 @@ def empty_job_tables() -> None:
 def create_jobs(count: int, *, mixed: bool) -> None:
     """``count`` pending jobs in one INSERT; mixed: the five job types in turn."""
     from django.contrib.auth import get_user_model
+    from django.utils import timezone
 
     from accounts.selectors import public_id_of
     from ai_jobs.models import AiRuntimeJob
@@ -126,6 +127,7 @@ def create_jobs(count: int, *, mixed: bool) -> None:
         kb_id = KnowledgeBase.objects.get_or_create(user=user, name="Bench knowledge base")[0].id
     except ImportError:
         pass
+    today = timezone.localdate()  # the learner's timezone is UTC
     jobs = []
     for index in range(count):
         job_type = JOB_TYPES[index % len(JOB_TYPES)] if mixed else JOB_TYPES[0]
@@ -137,6 +139,7 @@ def create_jobs(count: int, *, mixed: bool) -> None:
                 target_type="knowledge_base" if kb_target else "user",
                 target_id=kb_id if kb_target else public_id_of(user),
                 params={"questionCount": 5, "cardCount": 5} if kb_target else {},
+                quota_date=today,  # the user's day, as POST /ai/jobs sets it
             )
         )
     AiRuntimeJob.objects.bulk_create(jobs, batch_size=1000)

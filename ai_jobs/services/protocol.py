@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.selectors import user_known_as
 from ai_jobs import held, job_types, metrics, output_schemas, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
@@ -30,7 +31,7 @@ from ai_jobs.notifications import FinishedJob, notification_write_failed, notifi
 from ai_jobs.services.invocation_logs import invocation_logs_none, invocation_logs_store
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
-from config.sql import insert_rows
+from config.sql import execute, insert_rows
 from credentials.services import credential_unseal
 from quotas import services as quotas
 from quotas.models import CircuitState
@@ -241,12 +242,21 @@ def job_snapshot(*, job_id: str, instance_id: str) -> str:
     return _snapshot_text(_held(job_id, instance_id, snapshot=True), timezone.now())
 
 
+_SNAPSHOT_SET_SQL = f"UPDATE {AiRuntimeJob._meta.db_table} SET snapshot_id = %s, updated_at = %s WHERE id = %s"
+
+
 def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
     snapshot = job.snapshot
     if snapshot is None or snapshot.expires_at <= now:
-        user = get_user_model().objects.select_related("account").get(pk=job.user_id)  # with its public id
-        built = snapshot_create(user=user, target_type=job.target_type, target_id=job.target_id)
-        AiRuntimeJob.objects.filter(id=job.id).update(snapshot=built, updated_at=timezone.now())
+        user = (
+            get_user_model().objects.select_related("account").get(pk=job.user_id)
+            if job.user_public_id is None
+            else user_known_as(user_id=job.user_id, public_id=job.user_public_id)  # both read with the job
+        )
+        built = snapshot_create(
+            user=user, target_type=job.target_type, target_id=job.target_id, timezone_name=job.timezone_name
+        )
+        execute(_SNAPSHOT_SET_SQL, [built.id, timezone.now(), job.id])
         snapshot = held.SnapshotRow(
             id=built.id,
             target_type=built.target_type,
