@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 from django.utils import timezone
+from psycopg import pq
 
 M = TypeVar("M", bound=Model)
 
@@ -23,11 +25,21 @@ def adapt(value: Any) -> Any:
     return value
 
 
+def rows_of(cursor: CursorWrapper) -> list[tuple[Any, ...]]:
+    """The rows of the statement the cursor just ran (none for one that returns none).
+    On PostgreSQL asked of the result's status: psycopg's ``description`` builds an
+    object per column each time it is read, which the hot path's statements felt."""
+    result = getattr(cursor.cursor, "pgresult", None)
+    if result is not None:
+        return cursor.fetchall() if result.status == pq.ExecStatus.TUPLES_OK else []
+    return cursor.fetchall() if cursor.description else []
+
+
 def fetch(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The rows a statement returns (none for one without ``RETURNING``)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, [adapt(p) for p in params])
-        return cursor.fetchall() if cursor.description else []
+        return rows_of(cursor)
 
 
 def execute(sql: str, params: Sequence[Any] = ()) -> int:
@@ -84,7 +96,7 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
                 params.append(field.get_db_prep_save(value, db))
     with db.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall() if cursor.description else []
+        return rows_of(cursor)
 
 
 # --- model instances from fixed statements ----------------------------------------------------------
