@@ -30,7 +30,7 @@ from django.db import connection
 
 from accounts.models import Account
 from ai_jobs.models.jobs import AiRuntimeJob
-from config.sql import fetch, placeholders
+from config.sql import fetch, id_among, placeholders
 from quotas.models import PlatformCircuitBreaker, UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
@@ -61,40 +61,65 @@ def consent_sql() -> str:
 
 
 _FIELDS = AiRuntimeJob._meta.concrete_fields
-_ATTNAMES = [field.attname for field in _FIELDS]
-_COLUMNS = ", ".join(field.column for field in _FIELDS)
-_CONVERTERS: dict[str, list[tuple[int, list[Any], Any]]] = {}
+_ALL = tuple(field.attname for field in _FIELDS)
+_FIELD_OF = {field.attname: field for field in _FIELDS}
 
 
-def _converters() -> list[tuple[int, list[Any], Any]]:
-    """The database's value converters for each column, as the ORM would apply
-    them (datetimes and JSON from text on SQLite), computed once per backend."""
-    vendor = connection.vendor
-    if vendor not in _CONVERTERS:
+def _in_model_order(*attnames: str) -> tuple[str, ...]:
+    """Model.from_db takes a subset of the fields in the model's own order."""
+    if not set(attnames) <= set(_ALL):
+        raise ValueError(f"not fields of a job: {set(attnames) - set(_ALL)}")
+    return tuple(name for name in _ALL if name in attnames)
+
+
+# What a claimed job is rendered with (the runtime API's job body) and sorted by.
+CLAIMED = _in_model_order(
+    "id", "user_id", "job_type", "target_type", "target_id", "status", "priority", "api_key_mode", "credential_id",
+    "model_provider", "model_name", "prompt_version", "output_schema_version", "attempt_no", "retry_count",
+    "max_retry_count", "timeout_seconds", "params", "lock_until", "created_at",
+)  # fmt: skip
+# What a succeeded job's result is stored, published, noticed and charged with.
+SUCCEEDED = _in_model_order(
+    "id", "user_id", "job_type", "target_type", "target_id", "status", "priority", "api_key_mode", "credential_id",
+    "model_provider", "model_name", "prompt_version", "output_schema_version", "attempt_no", "params", "quota_date",
+    "created_at",
+)  # fmt: skip
+_CONVERTERS: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[Any], Any]]] = {}
+
+
+def _converters(attnames: tuple[str, ...]) -> list[tuple[int, list[Any], Any]]:
+    """The database's value converters for each of these columns, as the ORM would
+    apply them (datetimes and JSON from text on SQLite), computed once per backend."""
+    key = (connection.vendor, attnames)
+    if key not in _CONVERTERS:
         found = []
-        for index, field in enumerate(_FIELDS):
-            column = field.get_col(TABLE)
+        for index, name in enumerate(attnames):
+            column = _FIELD_OF[name].get_col(TABLE)
             functions = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
             if functions:
                 found.append((index, functions, column))
-        _CONVERTERS[vendor] = found
-    return _CONVERTERS[vendor]
+        _CONVERTERS[key] = found
+    return _CONVERTERS[key]
 
 
-def _jobs(sql: str, params: Sequence[Any]) -> list[AiRuntimeJob]:
-    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs, with
-    their user's public id, without the ORM's per-query column introspection (this
-    is the hot path)."""
-    rows = fetch(sql.replace("RETURNING *", f"RETURNING {_COLUMNS}, {PUBLIC_ID_SQL}"), params)
-    converters = _converters()
+def _jobs(
+    sql: str, params: Sequence[Any], *, fields: tuple[str, ...] = _ALL, public_id: bool = True
+) -> list[AiRuntimeJob]:
+    """Run an ``UPDATE ... RETURNING *`` and load the rows it changed as jobs (only
+    ``fields``: the others are deferred, so a caller that reads one costs a query, which
+    the statement-count tests would show), with their user's public id, without the
+    ORM's per-query column introspection (this is the hot path)."""
+    returning = ", ".join(_FIELD_OF[name].column for name in fields) + (f", {PUBLIC_ID_SQL}" if public_id else "")
+    rows = fetch(sql.replace("RETURNING *", f"RETURNING {returning}"), params)
+    converters = _converters(fields)
     jobs = []
     for row in rows:
-        values = list(row[:-1])
+        values = list(row[: len(fields)])
         for index, functions, column in converters:
             for function in functions:
                 values[index] = function(values[index], column, connection)
-        job = AiRuntimeJob.from_db(connection.alias, _ATTNAMES, values)
-        if row[-1] is not None:
+        job = AiRuntimeJob.from_db(connection.alias, fields, values)
+        if public_id and row[-1] is not None:
             job.user_public_id = row[-1]
         jobs.append(job)
     return jobs
@@ -154,9 +179,13 @@ def claim(
         f"AND job_type IN ({placeholders(job_types)}) AND {breaker} "
         f"ORDER BY priority, created_at, id LIMIT %s{skip_locked}) "
         f"UPDATE {TABLE} SET {_START_SET if start else _LOCK_SET} WHERE status = 'pending' "
-        "AND id IN (SELECT id FROM picked) RETURNING *"
+        f"AND {id_among('picked')} RETURNING *"
     )
-    jobs = _jobs(sql, [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now, *([now] if start else [])])
+    jobs = _jobs(
+        sql,
+        [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now, *([now] if start else [])],
+        fields=CLAIMED,
+    )
     jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
     return jobs
 
@@ -187,6 +216,8 @@ def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime)
         "error_code = NULL, error_message = NULL, updated_at = %s "
         f"WHERE {HOLDER_SQL} AND attempt_no = %s AND {consent_sql()} RETURNING *",
         [now, now, job_id, instance_id, now, attempt_no],
+        fields=SUCCEEDED,
+        public_id=False,
     )
     return rows[0] if rows else None
 

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, AsynchTaskAnswer
-from config.sql import adapt, execute, fetch, placeholders
+from config.sql import adapt, execute, fetch, id_among, placeholders
 
 TABLE = AsynchTask._meta.db_table
 ANSWERS = AsynchTaskAnswer._meta.db_table
@@ -117,9 +117,7 @@ def claim_next(
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({placeholders(model_names)})"
         f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
     )
-    update = (
-        f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND id IN (SELECT id FROM picked) RETURNING *, {_HAS_ANSWER}"
-    )
+    update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND {id_among('picked')} RETURNING *, {_HAS_ANSWER}"
     params = [*params, limit, worker_id, lease_until, now, now]
     if count_calls:
         stat = AsynchModelStat._meta.db_table

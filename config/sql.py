@@ -49,6 +49,17 @@ def execute(sql: str, params: Sequence[Any] = ()) -> int:
         return cursor.rowcount
 
 
+def id_among(cte: str) -> str:
+    """``id`` is one of the ids a CTE picked, as a condition whose generic plan (that of
+    a prepared statement) still finds them by primary key: ``= ANY(ARRAY(...))`` on
+    PostgreSQL, where ``IN (SELECT ...)`` is planned, once prepared, as a hash join over
+    a scan of every pending row (1 ms at 3,000 of them against 0.15, and growing with
+    the queue); SQLite has no arrays and prepares nothing."""
+    if connection.vendor == "postgresql":
+        return f"id = ANY(ARRAY(SELECT id FROM {cte}))"
+    return f"id IN (SELECT id FROM {cte})"
+
+
 def placeholders(values: Sequence[Any]) -> str:
     """``%s, %s, ...`` for an ``IN (...)`` of these values."""
     return ", ".join(["%s"] * len(values))
@@ -59,6 +70,25 @@ _INSERTS: dict[tuple[str, str, int, str], str] = {}
 # adapted); the others take a plain str, int, float or bool as it is.
 _PREPARED = frozenset({"JSONField", "DateTimeField", "DateField", "TimeField", "DecimalField", "UUIDField"})
 _PLAIN = (str, int, float, bool)
+# Per model, each concrete field's attname, whether it is dated now when missing, and
+# whether its value needs preparing: what insert_rows would otherwise ask every field
+# of every row.
+_PLANS: dict[type[Model], list[tuple[Field, str, bool, bool]]] = {}  # type: ignore[type-arg]
+
+
+def _plan(model: type[Model]) -> list[tuple[Field, str, bool, bool]]:  # type: ignore[type-arg]
+    plan = _PLANS.get(model)
+    if plan is None:
+        plan = _PLANS[model] = [
+            (
+                field,
+                field.attname,
+                bool(getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)),
+                field.get_internal_type() in _PREPARED,
+            )
+            for field in model._meta.concrete_fields
+        ]
+    return plan
 
 
 def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: str = "") -> list[tuple[Any, ...]]:
@@ -81,16 +111,17 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
         _INSERTS[key] = sql
     params: list[Any] = []
     now = None
+    plan = _plan(model)
     for values in rows:
-        for field in fields:
-            if field.attname in values:
-                value = values[field.attname]
-            elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+        for field, attname, dated, prepared in plan:
+            if attname in values:
+                value = values[attname]
+            elif dated:
                 now = now or timezone.now()
                 value = now
             else:
                 value = field.get_default()
-            if value is None or (isinstance(value, _PLAIN) and field.get_internal_type() not in _PREPARED):
+            if value is None or (not prepared and isinstance(value, _PLAIN)):
                 params.append(value)
             else:
                 params.append(field.get_db_prep_save(value, db))

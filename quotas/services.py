@@ -209,7 +209,7 @@ def usage_record_result(
     ((tokens, cost, state),) = fetch(
         _RESULT_USAGE_SQL,
         [user_id, day, api_key_mode, total_tokens, cost_cents, now, today, shard, total_tokens, cost_cents, now,
-         today, shard, today, shard],
+         today, shard],
     )  # fmt: skip
     over = _over_budget(_platform_usage(today, tokens, cost))
     if over:
@@ -241,12 +241,11 @@ _RESULT_USAGE_SQL = (
     f"cost_cents = {_PLATFORM_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at "
     "RETURNING tokens_used, cost_cents), "
     f"breaker AS (UPDATE {PlatformCircuitBreaker._meta.db_table} SET consecutive_failures = 0 WHERE id = 1 "
-    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state) "
-    "SELECT (SELECT tokens_used FROM shard) + "
-    f"(SELECT COALESCE(SUM(tokens_used), 0) FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s), "
-    "(SELECT cost_cents FROM shard) + "
-    f"(SELECT COALESCE(SUM(cost_cents), 0) FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s), "
-    "(SELECT state FROM breaker)"
+    "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state), "
+    "others AS (SELECT COALESCE(SUM(tokens_used), 0) AS tokens, COALESCE(SUM(cost_cents), 0) AS cost "
+    f"FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s) "
+    "SELECT (SELECT tokens_used FROM shard) + (SELECT tokens FROM others), "
+    "(SELECT cost_cents FROM shard) + (SELECT cost FROM others), (SELECT state FROM breaker)"
 )
 
 

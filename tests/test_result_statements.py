@@ -271,3 +271,17 @@ def test_the_schema_documents_invocation_logs_on_the_result(client):
     logs = schema["components"]["schemas"][ref]["properties"]["invocationLogs"]
     assert logs["type"] == "array" and logs["items"]["$ref"].endswith("/InvocationLogRequest")
     assert "invocationLogs" not in schema["components"]["schemas"][ref].get("required", [])
+
+
+def test_a_claim_reads_nothing_but_its_one_statement(runtime: RuntimeClient):
+    """The claimed jobs carry only the columns their body and sort need; rendering them
+    loads no other (a deferred field read would be another statement on the job table)."""
+    postgres_only()
+    jobs = JobFactory.create_batch(3)
+    with CaptureQueriesContext(connection) as captured:
+        answer = runtime.claim(limit=10)
+    assert answer.status_code == 200
+    assert {job["jobId"] for job in answer.json()["jobs"]} == {job.id for job in jobs}
+    on_jobs = [sql for sql in statements(captured) if "ai_runtime_job" in sql]
+    assert len(on_jobs) == 1, on_jobs
+    assert on_jobs[0].startswith("WITH picked")
