@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -35,17 +36,25 @@ def rows_of(cursor: CursorWrapper) -> list[tuple[Any, ...]]:
     return cursor.fetchall() if cursor.description else []
 
 
+def _adapted(db: BaseDatabaseWrapper, params: Sequence[Any]) -> list[Any]:
+    # PostgreSQL's adapters take datetimes and dates as they are (Django's own do nothing
+    # to them there); SQLite's want text.
+    return list(params) if db.vendor == "postgresql" else [adapt(p) for p in params]
+
+
 def fetch(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The rows a statement returns (none for one without ``RETURNING``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [adapt(p) for p in params])
+    db = connections[DEFAULT_DB_ALIAS]  # resolved once, not per use through the proxy
+    with db.cursor() as cursor:
+        cursor.execute(sql, _adapted(db, params))
         return rows_of(cursor)
 
 
 def execute(sql: str, params: Sequence[Any] = ()) -> int:
     """Run a statement; the number of rows it changed."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [adapt(p) for p in params])
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(sql, _adapted(db, params))
         return cursor.rowcount
 
 
