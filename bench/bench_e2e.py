@@ -103,8 +103,12 @@ def empty_job_tables() -> None:
     from django.db import connection
 
     from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult
+    from quotas.models import PlatformCircuitBreaker, PlatformDailyUsage, UserAiUsage
 
-    tables = [m._meta.db_table for m in (AiInvocationLog, AiRuntimeResult, AiJobSnapshot, AiRuntimeJob)]
+    # The day's usage too: runs add up, and a day's platform budget used up by earlier
+    # runs would open the breaker and hand out nothing.
+    models = (AiInvocationLog, AiRuntimeResult, AiJobSnapshot, AiRuntimeJob, UserAiUsage, PlatformDailyUsage)
+    tables = [m._meta.db_table for m in (*models, PlatformCircuitBreaker)]
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
 
