@@ -6,6 +6,7 @@ run again is prepared."""
 from __future__ import annotations
 
 import datetime
+import json
 import time
 
 import psycopg
@@ -110,3 +111,43 @@ def test_a_statement_run_again_is_prepared_so_postgresql_plans_it_no_more():
         )
         [(executions,)] = cursor.fetchall()
     assert executions >= 2  # run as a prepared statement, not parsed and planned anew
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_of_the_queue():
+    """Once prepared, PostgreSQL may run a statement with a generic plan, made without
+    the parameters' values (the claim's LIMIT among them). ``id IN (SELECT id FROM
+    picked)`` was then planned as a hash join over a scan of every pending row (1 ms at
+    3,000 and growing with the queue); the claims now name their rows so that even the
+    generic plan looks them up by index."""
+    from ai_jobs import services
+    from ai_jobs.models import AiRuntimeJob
+    from tests.factories import JobFactory
+
+    # A queue of 5,000 (copies of one job): big enough that a scan is no plan's choice.
+    JobFactory()
+    columns = [field.column for field in AiRuntimeJob._meta.concrete_fields]
+    copied = ", ".join("id || '-' || i" if column == "id" else column for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO ai_runtime_job ({', '.join(columns)}) SELECT {copied} FROM ai_runtime_job, "
+            "generate_series(1, 5000) AS i"
+        )
+        cursor.execute("ANALYZE ai_runtime_job")
+    for _ in range(settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 1):
+        services.job_claim(job_types=["learning_state_analysis"], limit=1, instance_id="runtime-1")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE statement LIKE 'WITH picked%%'"
+        )
+        [(name, types)] = cursor.fetchall()
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            values = {"timestamp with time zone": "now()", "bigint": "1", "integer": "1", "smallint": "1"}
+            arguments = ", ".join(values.get(kind, "'learning_state_analysis'") for kind in types)
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name}({arguments})")
+            plan = json.dumps(cursor.fetchone()[0])
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+    assert '"Relation Name": "ai_runtime_job"' in plan
+    assert '"Node Type": "Seq Scan"' not in plan, plan
