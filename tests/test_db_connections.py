@@ -19,13 +19,18 @@ from django.db import connection
 from config.celery import app
 
 
-def _drop_backend(pid: int) -> bool:
-    """Drop a backend from another connection, as a database restart would."""
+def _another_connection() -> psycopg.Connection:
+    """A connection of the test's own to the test database, beside Django's."""
     admin = connection.settings_dict
-    with psycopg.connect(
+    return psycopg.connect(
         host=admin["HOST"], port=admin["PORT"] or 5432, user=admin["USER"], password=admin["PASSWORD"] or None,
         dbname=admin["NAME"], autocommit=True,
-    ) as conn:  # fmt: skip
+    )  # fmt: skip
+
+
+def _drop_backend(pid: int) -> bool:
+    """Drop a backend from another connection, as a database restart would."""
+    with _another_connection() as conn:
         if not conn.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]:
             return False
         # Gone once it has sent its goodbye and exited, as after a restart (pg_ctl waits for that).
@@ -68,11 +73,7 @@ def test_celery_tasks_keep_their_connection_and_a_dropped_one_costs_no_task():
 
 
 def _last_query_of(pid: int) -> str:
-    admin = connection.settings_dict
-    with psycopg.connect(
-        host=admin["HOST"], port=admin["PORT"] or 5432, user=admin["USER"], password=admin["PASSWORD"] or None,
-        dbname=admin["NAME"], autocommit=True,
-    ) as conn:  # fmt: skip
+    with _another_connection() as conn:
         return conn.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
 
 
