@@ -175,3 +175,33 @@ def test_every_user_has_a_public_id_however_made_and_the_migration_backfills_old
     ids = dict(Account.objects.values_list("user_id", "public_id"))
     assert set(ids) >= {made.pk, superuser.pk} and len(set(ids.values())) == len(ids)
     assert all(public_id.startswith("usr_") and len(public_id) == 30 for public_id in ids.values())
+
+
+def _jobs_with(token: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.get("/ai/jobs").status_code
+
+
+@pytest.mark.django_db
+def test_a_token_checked_once_vouches_for_no_other_text_and_not_past_its_expiry():
+    """Each process checks an access token's signature once (accounts.api.tokens): the
+    same text again is trusted until it expires, and nothing else is."""
+    import datetime
+    import time
+
+    from accounts.api.tokens import AccessToken
+
+    token = AccessToken.for_user(UserFactory())
+    token.set_exp(lifetime=datetime.timedelta(seconds=1))
+    text = str(token)
+    assert _jobs_with(text) == 200
+    assert _jobs_with(text) == 200  # the check this process made
+    head, body, signature = text.split(".")
+    forged = ".".join([head, body, signature[:-2] + ("AA" if signature[-2:] != "AA" else "BB")])
+    assert _jobs_with(forged) == 401
+    claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    other_body = base64.urlsafe_b64encode(json.dumps({**claims, "sub": "usr_someone_else"}).encode()).rstrip(b"=")
+    assert _jobs_with(".".join([head, other_body.decode(), signature])) == 401  # its signature on other claims
+    time.sleep(1.2)
+    assert _jobs_with(text) == 401  # expired, though checked before
