@@ -42,8 +42,9 @@ _JOB_COLUMNS = (
     "attempt_no",
 )
 _SNAPSHOT_COLUMNS = ("id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
-_DATETIME = DateTimeField()
-TIMEZONE_SQL = f"(SELECT s.timezone FROM {UserAiSettings._meta.db_table} s WHERE s.user_id = {TABLE}.user_id)"  # the wire's datetimes, exactly as the serializers render them
+_DATETIME = DateTimeField()  # the wire's datetimes, exactly as the serializers render them
+# The user's timezone, read with the snapshot: one built on the way needs it.
+TIMEZONE_SQL = f"(SELECT s.timezone FROM {UserAiSettings._meta.db_table} s WHERE s.user_id = {TABLE}.user_id)"
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class HeldJob:
     attempt_no: int
     user_public_id: str | None
     consents: bool
-    timezone_name: str | None  # the user's (their settings'), for a snapshot built on the way
+    timezone_name: str | None  # the user's (their settings'), read with the snapshot, for one built on the way
     snapshot: SnapshotRow | None
     credential_row: tuple[Any, ...] | None  # credentials.services.RESOLVE_COLUMNS, or None
 
@@ -81,12 +82,12 @@ class SnapshotRow:
 def _sql(vendor: str, consent: str, *, snapshot: bool, credential: bool, many: int) -> str:
     """The statement: the job by primary key (``many``: by ``id IN``), its snapshot
     and credential rows by primary key. One statement per shape, built once."""
-    columns = [f"{TABLE}.{name}" for name in _JOB_COLUMNS] + [PUBLIC_ID_SQL, consent, TIMEZONE_SQL]
+    columns = [f"{TABLE}.{name}" for name in _JOB_COLUMNS] + [PUBLIC_ID_SQL, consent]
     joins = []
     if snapshot:
         # jsonb is sent as its text form, serialized by PostgreSQL; SQLite stores text.
         payload = "snap.payload::text" if vendor == "postgresql" else "snap.payload"
-        columns += [f"snap.{name}" for name in _SNAPSHOT_COLUMNS] + [payload]
+        columns += [f"snap.{name}" for name in _SNAPSHOT_COLUMNS] + [payload, TIMEZONE_SQL]
         joins.append(f"LEFT JOIN {SNAPSHOT_TABLE} snap ON snap.id = {TABLE}.snapshot_id")
     if credential:
         columns += [f"cred.{name}" for name in RESOLVE_COLUMNS]
@@ -107,11 +108,12 @@ def _aware(value: Any) -> dt.datetime:
 
 def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
     n = len(_JOB_COLUMNS)
-    rest = list(row[n + 3 :])
-    snap = None
+    rest = list(row[n + 2 :])
+    snap, timezone_name = None, None
     if snapshot:
-        width = len(_SNAPSHOT_COLUMNS) + 1  # and the payload's text
+        width = len(_SNAPSHOT_COLUMNS) + 2  # and the payload's text, and the user's timezone
         values, rest = rest[:width], rest[width:]
+        timezone_name = values[7]
         if values[0] is not None:
             snap = SnapshotRow(
                 id=values[0],
@@ -126,7 +128,7 @@ def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
         *row[:n],
         user_public_id=row[n],
         consents=bool(row[n + 1]),
-        timezone_name=row[n + 2],
+        timezone_name=timezone_name,
         snapshot=snap,
         credential_row=tuple(rest) if credential and rest and rest[0] is not None else None,
     )

@@ -216,8 +216,7 @@ def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime)
         "error_code = NULL, error_message = NULL, updated_at = %s "
         f"WHERE {HOLDER_SQL} AND attempt_no = %s AND {consent_sql()} RETURNING *",
         [now, now, job_id, instance_id, now, attempt_no],
-        fields=SUCCEEDED,
-        public_id=False,
+        fields=SUCCEEDED,  # and the public id: a recommendation naming the user carries it
     )
     return rows[0] if rows else None
 

@@ -27,6 +27,9 @@ from config.sql import adapt, execute, fetch, id_among, placeholders
 TABLE = AsynchTask._meta.db_table
 ANSWERS = AsynchTaskAnswer._meta.db_table
 # Whether a claimed task already has its model's answer (an upload to retry, no call to make).
+# The task's columns by name, not ``*``: a prepared statement whose result columns changed
+# (a migration added one) fails until its connection is replaced.
+_TASK_COLUMNS = ", ".join(field.column for field in AsynchTask._meta.concrete_fields)
 _HAS_ANSWER = f"EXISTS (SELECT 1 FROM {ANSWERS} a WHERE a.task_id = {TABLE}.id) AS has_answer"
 
 
@@ -117,7 +120,7 @@ def claim_next(
         f"WITH picked AS MATERIALIZED (SELECT id FROM {TABLE} WHERE state = 0 AND model_name IN ({placeholders(model_names)})"
         f"{excluded} ORDER BY priority, enqueue_at, id LIMIT %s{_skip_locked()}) "
     )
-    update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND {id_among('picked')} RETURNING *, {_HAS_ANSWER}"
+    update = f"UPDATE {TABLE} SET {_CLAIM_SET} WHERE state = 0 AND {id_among('picked')} RETURNING {_TASK_COLUMNS}, {_HAS_ANSWER}"
     params = [*params, limit, worker_id, lease_until, now, now]
     if count_calls:
         stat = AsynchModelStat._meta.db_table

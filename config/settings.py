@@ -95,7 +95,8 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Django's PostgreSQL backend, whose health check polls the idle socket instead of a
     # SELECT 1 round trip on every request (config/postgresql/base.py).
-    DATABASES["default"]["ENGINE"] = "config.postgresql"
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # not PostGIS, say
+        DATABASES["default"]["ENGINE"] = "config.postgresql"
     # A database host that does not answer fails a connection in seconds (503), not
     # after the kernel's minutes of TCP retries.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(

@@ -91,6 +91,17 @@ def test_a_body_that_is_not_an_object_names_non_field_errors_in_camel_case():
     assert response.status_code == 400 and "nonFieldErrors" in response.json()["error"]["fields"]
 
 
+def test_a_body_of_json_null_is_no_data_provided_on_every_api():
+    learner = Learner()
+    for client, path in (
+        (learner.client, "/ai/jobs"),
+        (RuntimeClient("runtime-1").client, "/internal/runtime/jobs/claim"),
+    ):
+        response = _raw(client, path, "null")
+        assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR", response.content
+        assert response.json()["error"]["fields"] == {"nonFieldErrors": ["No data provided"]}
+
+
 def test_a_retryable_failure_of_a_job_whose_cancellation_was_requested_ends_cancelled(runtime):
     learner = Learner()
     job_id = learner.job().json()["jobId"]

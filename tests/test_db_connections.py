@@ -152,3 +152,24 @@ def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_
             cursor.execute("RESET plan_cache_mode")
     assert '"Relation Name": "ai_runtime_job"' in plan
     assert '"Node Type": "Seq Scan"' not in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_with_more_tasks_than_a_statement_may_bind_parameters_is_deleted():
+    """Bound on the server, a statement takes at most 65,535 parameters. The deletion
+    collector asks for the tasks' answers by the ids of all the tenant's tasks at once
+    unless the backend says how many fit (Django 5.2 assumes no limit on PostgreSQL)."""
+    from asynch.models import AsynchTask, Tenant
+
+    tenant = Tenant.objects.create(name="many")
+    AsynchTask.objects.create(tenant=tenant, model_name="m")
+    columns = [field.column for field in AsynchTask._meta.concrete_fields]
+    copied = ", ".join("id || '-' || i" if column == "id" else column for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO asynch_task ({', '.join(columns)}) SELECT {copied} FROM asynch_task, "
+            "generate_series(1, 66000) AS i"
+        )
+    tenant.delete()
+    assert not AsynchTask.objects.exists()
+    assert connection.ops.bulk_batch_size(["task"], [None] * 70_000) == 65_535

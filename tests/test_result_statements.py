@@ -71,7 +71,11 @@ def analysis_output(job_type: str, knowledge_point_id: str, knowledge_base_id: s
         output["recommendations"] = [
             {**entry, "targetType": kind, "targetId": target}
             for entry in output["recommendations"]
-            for kind, target in (("knowledge_point", knowledge_point_id), ("knowledge_base", knowledge_base_id))
+            for kind, target in (
+                ("knowledge_point", knowledge_point_id),
+                ("knowledge_base", knowledge_base_id),
+                ("user", "me"),
+            )
         ]
     return output
 

@@ -8,6 +8,8 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
+from rest_framework.settings import api_settings
 
 from ai_jobs import job_types
 from ai_jobs.models import AiRuntimeJob
@@ -90,9 +92,19 @@ def render(serializer_class: type[serializers.Serializer], instance: Any) -> dic
     return shared(serializer_class).to_representation(instance)
 
 
+def validated(serializer: serializers.Serializer, data: Any) -> dict[str, Any]:
+    """A bound serializer's validated data, or the ValidationError ``is_valid`` would
+    have raised (a body of JSON ``null`` is "No data provided", as DRF says it)."""
+    if data is None:
+        raise serializers.ValidationError(
+            {api_settings.NON_FIELD_ERRORS_KEY: [ErrorDetail("No data provided", code="null")]}
+        )
+    return serializer.run_validation(data)
+
+
 def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
     """Validated data, or a ValidationError the exception handler renders."""
-    return shared(serializer_class).run_validation(data)
+    return validated(shared(serializer_class), data)
 
 
 def jobs_body(jobs: list[AiRuntimeJob]) -> dict[str, Any]:

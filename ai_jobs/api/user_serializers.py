@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ai_jobs import job_types
-from ai_jobs.api.internal_serializers import JobSerializer, JobTypeField
+from ai_jobs.api.internal_serializers import JobSerializer, JobTypeField, validated
 from ai_jobs.models import ApiKeyMode, JobStatus
 
 
@@ -85,7 +85,7 @@ def job_create_parse(data: Any) -> dict[str, Any]:
     parameters (its fields follow them), not one built per request (DRF deep-copies
     every declared field of each serializer it builds)."""
     declared = tuple((job_type.name, job_type.count) for job_type in job_types.all_types())
-    return _job_create_serializer(declared).run_validation(data)
+    return validated(_job_create_serializer(declared), data)
 
 
 class JobListQuerySerializer(serializers.Serializer):
