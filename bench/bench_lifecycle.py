@@ -7,7 +7,8 @@
 3. the service layer (ai_jobs.services) in-process, without HTTP;
 4. the internal HTTP API through gunicorn, with several runtime threads;
 
-then the latency of one claim with 10,000 and with 1,000,000 pending rows.
+then where a job's CPU goes over HTTP (the machine, gunicorn, this benchmark's client, the rest),
+and the latency of one claim with 10,000 and with 1,000,000 pending rows.
 
     .venv/bin/python bench/bench_lifecycle.py [--jobs 3000] [--threads 4]
 """
@@ -22,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import requests
@@ -243,6 +245,13 @@ def http_lifecycle(base_url: str, threads: int) -> float:
     return run_threads(threads, worker)
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time of the whole machine (every process, the kernel's work for them), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(value) for value in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 # --- 4. claim latency ----------------------------------------------------------------------------------
 
 
@@ -412,16 +421,19 @@ def main() -> None:
     reset()
     rows.append(("service layer, in-process", service_lifecycle(args.threads), "jobs/s"))
     reset()
+    started: list = []
     with gunicorn(
         workers=args.workers,
         threads=args.server_threads,
         extra_env={"CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]},
+        started=started,
     ) as url:
         requests.post(
             f"{url}/internal/runtime/jobs/poll",
             json={"capabilities": ["learning_state_analysis"]},
             headers={"Authorization": f"Bearer {RUNTIME_TOKEN}"},
         )
+        machine, client, web = machine_cpu_seconds(), os.times(), cpu_seconds(started[0].pid)
         rows.append(
             (
                 f"HTTP API via gunicorn {args.workers}x{args.server_threads}, {args.threads} runtime threads",
@@ -429,9 +441,21 @@ def main() -> None:
                 "jobs/s",
             )
         )
+        after = os.times()
+        split = [
+            ("the machine, all processes", machine_cpu_seconds() - machine, "ms CPU"),
+            ("gunicorn (its workers)", cpu_seconds(started[0].pid) - web, "ms CPU"),
+            ("this benchmark's HTTP client", after.user + after.system - client.user - client.system, "ms CPU"),
+        ]
+    split.append(("the rest: PostgreSQL, Redis, the kernel", split[0][1] - split[1][1] - split[2][1], "ms CPU"))
     title = f"Lifecycle claim + heartbeat + result, {args.jobs} jobs, {args.threads} threads"
     report(title + ": against the transitions alone", rows, "raw SQL via psycopg (floor)")
     report(title + ": against the same statements", rows, "raw SQL, the service's statements")
+    report(
+        "Where a job's CPU goes over HTTP (per job)",
+        [(name, 1000 * seconds / args.jobs, unit) for name, seconds, unit in split],
+        "the machine, all processes",
+    )
 
     from ai_jobs.snapshots import snapshot_create
 

@@ -289,3 +289,42 @@ def test_a_claim_reads_nothing_but_its_one_statement(runtime: RuntimeClient):
     on_jobs = [sql for sql in statements(captured) if "ai_runtime_job" in sql]
     assert len(on_jobs) == 1, on_jobs
     assert on_jobs[0].startswith("WITH picked")
+
+
+def test_a_results_writes_that_read_nothing_back_go_to_the_database_as_one_statement():
+    """The result, its analysis and the notice: one statement of data-modifying CTEs,
+    between the job's move and the usage (``config.sql.inserts_together``)."""
+    postgres_only()
+    PlatformCircuitBreaker.objects.create(id=1)
+    job = JobFactory(job_type="learning_state_analysis", quota_date=timezone.now().date())
+    attempt = held(job)
+    with CaptureQueriesContext(connection) as captured:
+        submit(job, dict(VALID_OUTPUTS["learning_state_analysis"]), attempt)
+    sqls = statements(captured)
+    assert len(sqls) == 3, sqls
+    for table in ("ai_runtime_result", "ai_learning_analysis", "ai_notification"):
+        assert f"INSERT INTO {table}" in sqls[1]
+    assert AiRuntimeResult.objects.filter(job_id=job.id).count() == 1
+    assert Notification.objects.filter(job_id=job.id).count() == 1
+
+
+def test_held_inserts_are_sent_before_anything_reads_and_never_twice_into_one_table_at_once():
+    from config.sql import insert_rows, inserts_together
+
+    postgres_only()
+    jobs = JobFactory.create_batch(3)
+
+    def notice(n: int) -> dict:
+        job = jobs[n]
+        return {"id": f"ntf_{n}", "user_id": job.user_id, "job_id": job.id, "target_type": "user",
+                "target_id": "me", "kind": "job_succeeded", "job_type": job.job_type, "title": "t",
+                "message": "m", "data": {}}  # fmt: skip
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured, inserts_together():
+        insert_rows(Notification, [notice(0)])
+        assert Notification.objects.count() == 1  # sent before the read
+        insert_rows(Notification, [notice(1)])
+        insert_rows(Notification, [notice(2)])  # the same table: the one held goes first
+    assert Notification.objects.count() == 3
+    inserts = [sql for sql in statements(captured) if "INSERT INTO ai_notification" in sql]
+    assert len(inserts) == 3

@@ -31,7 +31,7 @@ from ai_jobs.notifications import FinishedJob, notification_write_failed, notifi
 from ai_jobs.services.invocation_logs import invocation_logs_none, invocation_logs_store
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
-from config.sql import execute, insert_rows
+from config.sql import execute, insert_rows, inserts_together
 from credentials.services import credential_unseal
 from quotas import services as quotas
 from quotas.models import CircuitState
@@ -337,7 +337,7 @@ def result_submit(
     digest = output_schemas.output_hash(output)
     key = f"{job_id}:{attempt_no}:{digest}"
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), inserts_together():
         job = transitions.succeed(job_id=job_id, instance_id=instance_id, attempt_no=attempt_no, now=now)
         if job is not None:
             version = output_schema_version or job.output_schema_version or output_schemas.DEFAULT_VERSION
