@@ -72,6 +72,18 @@ def test_celery_tasks_keep_their_connection_and_a_dropped_one_costs_no_task():
         task_postrun.disconnect(fixup.on_task_postrun)
 
 
+def _copy_the_one_row(model: type, copies: int) -> None:
+    """``copies`` more rows of a table that holds one, in one statement, their ids made unique."""
+    columns = [field.column for field in model._meta.concrete_fields]
+    copied = ", ".join("id || '-' || i" if column == "id" else column for column in columns)
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {copied} FROM {table}, generate_series(1, %s) AS i",
+            [copies],
+        )
+
+
 def _last_query_of(pid: int) -> str:
     with _another_connection() as conn:
         return conn.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
@@ -127,13 +139,8 @@ def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_
 
     # A queue of 5,000 (copies of one job): big enough that a scan is no plan's choice.
     JobFactory()
-    columns = [field.column for field in AiRuntimeJob._meta.concrete_fields]
-    copied = ", ".join("id || '-' || i" if column == "id" else column for column in columns)
+    _copy_the_one_row(AiRuntimeJob, 5000)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO ai_runtime_job ({', '.join(columns)}) SELECT {copied} FROM ai_runtime_job, "
-            "generate_series(1, 5000) AS i"
-        )
         cursor.execute("ANALYZE ai_runtime_job")
     for _ in range(settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 1):
         services.job_claim(job_types=["learning_state_analysis"], limit=1, instance_id="runtime-1")
@@ -163,13 +170,7 @@ def test_a_tenant_with_more_tasks_than_a_statement_may_bind_parameters_is_delete
 
     tenant = Tenant.objects.create(name="many")
     AsynchTask.objects.create(tenant=tenant, model_name="m")
-    columns = [field.column for field in AsynchTask._meta.concrete_fields]
-    copied = ", ".join("id || '-' || i" if column == "id" else column for column in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO asynch_task ({', '.join(columns)}) SELECT {copied} FROM asynch_task, "
-            "generate_series(1, 66000) AS i"
-        )
+    _copy_the_one_row(AsynchTask, 66_000)
     tenant.delete()
     assert not AsynchTask.objects.exists()
     assert connection.ops.bulk_batch_size(["task"], [None] * 70_000) == 65_535
