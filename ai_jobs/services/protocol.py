@@ -331,9 +331,11 @@ def result_submit(
     nothing, logs included. A job whose consent was withdrawn ends ``cancelled``
     instead, with nothing stored.
 
-    On PostgreSQL that is six statements for the analysis types (the job's move,
-    the result, what the model named that must be the user's, the records, the
-    usage, the notice) and nine at most for the generations; the logs add one."""
+    On PostgreSQL the writes that read nothing back (the result, the outputs, the
+    notice) go together as one statement (``inserts_together``): three statements for
+    a learning-state analysis (the job's move, those writes, the usage), five for the
+    analyses that first check what the model named is the user's (the result is sent
+    before that read), nine at most for the generations; the logs add one."""
     digest = output_schemas.output_hash(output)
     key = f"{job_id}:{attempt_no}:{digest}"
     now = timezone.now()
