@@ -30,7 +30,7 @@ from django.db import connection
 
 from accounts.models import Account
 from ai_jobs.models.jobs import AiRuntimeJob
-from config.sql import fetch, id_among, placeholders
+from config.sql import fetch, from_row, id_among, placeholders
 from quotas.models import PlatformCircuitBreaker, UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
@@ -84,22 +84,6 @@ SUCCEEDED = _in_model_order(
     "model_provider", "model_name", "prompt_version", "output_schema_version", "attempt_no", "params", "quota_date",
     "created_at",
 )  # fmt: skip
-_CONVERTERS: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[Any], Any]]] = {}
-
-
-def _converters(attnames: tuple[str, ...]) -> list[tuple[int, list[Any], Any]]:
-    """The database's value converters for each of these columns, as the ORM would
-    apply them (datetimes and JSON from text on SQLite), computed once per backend."""
-    key = (connection.vendor, attnames)
-    if key not in _CONVERTERS:
-        found = []
-        for index, name in enumerate(attnames):
-            column = _FIELD_OF[name].get_col(TABLE)
-            functions = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            if functions:
-                found.append((index, functions, column))
-        _CONVERTERS[key] = found
-    return _CONVERTERS[key]
 
 
 def _jobs(
@@ -111,14 +95,9 @@ def _jobs(
     ORM's per-query column introspection (this is the hot path)."""
     returning = ", ".join(_FIELD_OF[name].column for name in fields) + (f", {PUBLIC_ID_SQL}" if public_id else "")
     rows = fetch(sql.replace("RETURNING *", f"RETURNING {returning}"), params)
-    converters = _converters(fields)
     jobs = []
     for row in rows:
-        values = list(row[: len(fields)])
-        for index, functions, column in converters:
-            for function in functions:
-                values[index] = function(values[index], column, connection)
-        job = AiRuntimeJob.from_db(connection.alias, fields, values)
+        job = from_row(AiRuntimeJob, row, attnames=fields)
         if public_id and row[-1] is not None:
             job.user_public_id = row[-1]
         jobs.append(job)

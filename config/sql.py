@@ -231,11 +231,16 @@ def from_db_value(field: Field, value: Any) -> Any:  # type: ignore[type-arg]
     return value
 
 
-def from_row(model: type[M], values: Sequence[Any]) -> M:
-    """An instance of ``model`` from the first values of a row selected with ``columns``."""
-    fields = model._meta.concrete_fields
+def from_row(model: type[M], values: Sequence[Any], *, attnames: Sequence[str] | None = None) -> M:
+    """An instance of ``model`` from the first values of a row selected with ``columns``;
+    ``attnames``: of only these fields, in the model's own order (the others deferred)."""
+    if attnames is None:
+        fields = model._meta.concrete_fields
+        attnames = [field.attname for field in fields]
+    else:
+        fields = [model._meta.get_field(name) for name in attnames]  # attnames and names alike
     return model.from_db(
         connection.alias,
-        [field.attname for field in fields],
+        attnames,
         [from_db_value(field, value) for field, value in zip(fields, values, strict=False)],
     )
