@@ -211,18 +211,8 @@ def usage_record_result(
         [user_id, day, api_key_mode, total_tokens, cost_cents, now, today, shard, total_tokens, cost_cents, now,
          today, shard],
     )  # fmt: skip
-    over = _over_budget(_platform_usage(today, tokens, cost))
-    if over:
-        breaker_transition(
-            to=CircuitState.OPEN, actor="system", reason=over, only_from=(CircuitState.CLOSED, CircuitState.HALF_OPEN)
-        )
-    if state == CircuitState.HALF_OPEN:
-        breaker_transition(
-            to=CircuitState.CLOSED,
-            actor="system",
-            reason="A platform-key job succeeded while half-open",
-            only_from=(CircuitState.HALF_OPEN,),
-        )
+    _open_when_over_budget(_over_budget(_platform_usage(today, tokens, cost)))
+    _close_after_half_open_success(state)
 
 
 _USER_USAGE = UserAiUsage._meta.db_table
@@ -287,10 +277,25 @@ def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
         f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
         [day, random.randrange(PLATFORM_USAGE_SHARDS), tokens, cost_cents, timezone.now()],
     )
-    over = platform_over_budget()
+    _open_when_over_budget(platform_over_budget())
+
+
+def _open_when_over_budget(over: str) -> None:
+    """``over``: why today's platform budget is used up ("" when it is not): the breaker opens."""
     if over:
         breaker_transition(
             to=CircuitState.OPEN, actor="system", reason=over, only_from=(CircuitState.CLOSED, CircuitState.HALF_OPEN)
+        )
+
+
+def _close_after_half_open_success(state: str | None) -> None:
+    """``state``: the breaker's, as a success found it; a half-open one closes."""
+    if state == CircuitState.HALF_OPEN:
+        breaker_transition(
+            to=CircuitState.CLOSED,
+            actor="system",
+            reason="A platform-key job succeeded while half-open",
+            only_from=(CircuitState.HALF_OPEN,),
         )
 
 
@@ -444,13 +449,7 @@ def breaker_record_success() -> None:
         "AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state",
         [],
     )
-    if rows and rows[0][0] == CircuitState.HALF_OPEN:
-        breaker_transition(
-            to=CircuitState.CLOSED,
-            actor="system",
-            reason="A platform-key job succeeded while half-open",
-            only_from=(CircuitState.HALF_OPEN,),
-        )
+    _close_after_half_open_success(rows[0][0] if rows else None)
 
 
 def breaker_admit(*, locked: bool = False) -> str:
