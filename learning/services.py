@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from config.errors import DomainError, ErrorCode
@@ -22,14 +23,22 @@ _UNSET: Any = object()
 def _apply(obj: Any, changes: dict[str, Any]) -> None:
     """Set the given fields (those not left ``_UNSET``) with one conditional UPDATE: an
     object (or one it now points to) deleted meanwhile by another request is a 404,
-    exactly as if it had gone first, never a server error."""
+    exactly as if it had gone first, never a server error.
+
+    A row it is moved under is locked first, as ``_create`` locks a parent: a delete of
+    that parent locks it and then the rows it cascades to, so an UPDATE that held this
+    row while its foreign key check waited for the parent would deadlock with it."""
     fields = {name: value for name, value in changes.items() if value is not _UNSET}
     if not fields:
         return
     fields["updated_at"] = timezone.now()
     try:
         with transaction.atomic():
-            changed = type(obj)._default_manager.filter(pk=obj.pk).update(**fields)
+            parents = [value for value in fields.values() if isinstance(value, Model)]
+            if all(_locked(type(parent), no_key=True, pk=parent.pk) for parent in parents):
+                changed = type(obj)._default_manager.filter(pk=obj.pk).update(**fields)
+            else:
+                changed = 0  # what it is moved under is gone
     except IntegrityError:
         changed = 0  # what it was to point to is gone
     if not changed:

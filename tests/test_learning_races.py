@@ -89,3 +89,36 @@ def test_deleting_a_knowledge_point_while_records_are_added_to_it_never_errs():
         seen += _race(delete, *[[add_record] * 15 for _ in range(WRITERS)])
     assert {outcome for outcome in seen if outcome not in ("ok", "NOT_FOUND")} == set(), seen
     assert not StudyRecord.objects.filter(user=user).exists()
+
+
+def test_moving_records_between_points_of_a_knowledge_base_being_deleted_never_deadlocks():
+    """A record moved to another point of a base being deleted: the delete locks the
+    base's points, then the records it cascades to; the move locks the point it moves
+    to before the record (a move that held the record while its foreign key check
+    waited for the point deadlocked with the delete: a 503 Schemathesis met)."""
+    user = get_user_model().objects.create_user("racer3")
+    seen: Counter[str] = Counter()
+    for round_no in range(ROUNDS):
+        base = services.knowledge_base_create(user=user, name=f"kb {round_no}")
+        points = [services.knowledge_point_create(user=user, knowledge_base_id=base.id, name=f"p{n}") for n in range(2)]
+        records = [
+            services.study_record_create(user=user, knowledge_point_id=points[0].id, is_correct=True, score=1.0)
+            for _ in range(WRITERS)
+        ]
+        movers = [
+            [
+                partial(
+                    services.study_record_update,
+                    user=user,
+                    study_record_id=record.id,
+                    knowledge_point_id=points[(turn + 1) % 2].id,
+                )
+                for turn in range(15)
+            ]  # fmt: skip
+            for record in records
+        ]
+        delete = partial(services.knowledge_base_delete, user=user, knowledge_base_id=base.id)
+        seen += _race(delete, *movers)
+        assert not KnowledgeBase.objects.filter(id=base.id).exists()
+    assert {outcome for outcome in seen if outcome not in ("ok", "NOT_FOUND")} == set(), seen
+    assert not StudyRecord.objects.filter(user=user).exists()
