@@ -24,14 +24,24 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv browser pgbouncer run test lint bench clean
+.PHONY: venv lock browser pgbouncer run test lint bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
+# --require-hashes: every package, direct or transitive, is the very file that was locked.
 $(STAMP): requirements.txt requirements-dev.txt
 	@echo "installing requirements-dev.txt into $(VENV) (once, and again when the requirements change)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/pip install -qq --disable-pip-version-check -r requirements-dev.txt
+	@$(BIN)/pip install -qq --disable-pip-version-check --require-hashes -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+# The lock: requirements.in and requirements-dev.in name what the project uses directly;
+# pip-compile pins everything they pull in, each with its hashes.
+PIP_TOOLS ?= pip-tools==7.6.2
+LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
+lock:
+	@test -x $(VENV)-lock/bin/pip-compile || { $(PYTHON) -m venv $(VENV)-lock && $(VENV)-lock/bin/pip install -qq "$(PIP_TOOLS)"; }
+	$(VENV)-lock/bin/pip-compile $(LOCK_FLAGS) -o requirements.txt requirements.in
+	$(VENV)-lock/bin/pip-compile $(LOCK_FLAGS) -o requirements-dev.txt requirements-dev.in
 
 venv: $(STAMP)
 
