@@ -19,6 +19,8 @@ DEV_DEMO_PASSWORD ?= demo
 DEV_TENANT_KEY ?= ak_demo_make_run_local_key
 DEV_RUNTIME_TOKEN ?= dev-runtime-token
 STANDIN_PORT ?= 8300
+# make run's model-asynch demo calls the stand-in on 127.0.0.1: a host a model config may
+# name only when ASYNCH_ALLOWED_MODEL_HOSTS lists it.
 # What repeats every second while nothing happens (beat's ticks, the worker's empty runs and
 # the poll ticks it discards once expired, the runtime's empty claims), kept out of make run's
 # output; LOG_LEVELS= shows it all.
@@ -63,6 +65,7 @@ run: venv
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
 		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
 		RUNTIME_THROTTLE_RATE=$${RUNTIME_THROTTLE_RATE:-3000/min} STANDIN_PORT=$(STANDIN_PORT) \
+		ASYNCH_ALLOWED_MODEL_HOSTS=$${ASYNCH_ALLOWED_MODEL_HOSTS:-127.0.0.1} \
 		LOG_LEVELS=$${LOG_LEVELS:-$(QUIET_LOGGERS)} \
 		CREDENTIAL_DEV_KEY_WARNING=$${CREDENTIAL_DEV_KEY_WARNING:-false}; \
 	procs="web worker beat runtime"; standin=""; \

@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from asynch import services
+from asynch import egress, services
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
 from config.errors import DomainError
@@ -21,7 +21,10 @@ class ModelConfigForm(forms.ModelForm):
         label="API key headers",
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Key:Value pairs separated by commas. Leave blank to keep the current value.",
+        help_text=(
+            "Key:Value pairs separated by commas. Leave blank to keep the current value, "
+            "unless the base URL's scheme, host or port changes: the key never follows a config to a new host."
+        ),
     )
 
     class Meta:
@@ -35,6 +38,36 @@ class ModelConfigForm(forms.ModelForm):
         except HeaderSyntaxError as error:
             raise forms.ValidationError(str(error)) from None
         return value
+
+    def clean_base_url(self) -> str:
+        value = self.cleaned_data.get("base_url", "")
+        problem = egress.base_url_problem(value)
+        if problem:
+            raise forms.ValidationError(problem)
+        return value
+
+    def moves_host(self) -> bool:
+        """A change form whose base URL names a new scheme, host or port."""
+        base_url = self.cleaned_data.get("base_url")
+        before = self.initial.get("base_url")
+        return bool(self.instance.pk and base_url and before) and egress.origin(base_url) != egress.origin(before)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.moves_host() and not cleaned.get("api_key") and self._has_key():
+            self.add_error(
+                "api_key",
+                "The scheme, host or port changed: enter the key headers again "
+                "(the stored ones never follow a config to a new host).",
+            )
+        return cleaned
+
+    def _has_key(self) -> bool:
+        # A config without key headers has nothing that could follow it to a new host.
+        try:
+            return bool(services.model_api_key(self.instance))
+        except Exception:  # a key that cannot be read is still a key
+            return True
 
 
 @admin.register(AsynchModel)
@@ -72,7 +105,10 @@ class AsynchModelAdmin(admin.ModelAdmin):
         api_key = form.cleaned_data.get("api_key") or ""
         try:
             if change:
-                saved = services.model_update(model_name=obj.model_name, api_key=api_key or None, **fields)
+                # A blank key keeps the stored one, except on a new host, where the form
+                # let it through only because there is none: it stays empty.
+                keep = None if not form.moves_host() else ""  # type: ignore[attr-defined]
+                saved = services.model_update(model_name=obj.model_name, api_key=api_key or keep, **fields)
             else:
                 saved = services.model_create(model_name=form.cleaned_data["model_name"], api_key=api_key, **fields)
         except DomainError as error:

@@ -22,7 +22,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from asynch import crypto, selectors, transitions
+from asynch import crypto, egress, selectors, transitions
 from asynch.cleaner import tasks_clean as tasks_clean  # the cleaner's run, with the other writes
 from asynch.headers import parse_api_key
 from asynch.kick import worker_kick
@@ -55,12 +55,32 @@ def _not_found(model_name: str) -> DomainError:
     return DomainError(ErrorCode.MODEL_NOT_FOUND, f"Model {model_name} is not configured")
 
 
+def _refused_config(problems: dict[str, list[str]]) -> DomainError:
+    return DomainError(
+        ErrorCode.VALIDATION_ERROR, " ".join(p for found in problems.values() for p in found), fields=problems
+    )
+
+
+def base_url_check(base_url: str) -> None:
+    """Refuse a ``baseUrl`` the worker would not call (``asynch.egress``'s rules)."""
+    problem = egress.base_url_problem(base_url)
+    if problem:
+        raise _refused_config({"baseUrl": [problem]})
+
+
+KEY_STAYS = (
+    "A new scheme, host or port needs its apiKey in the same request: "
+    "the stored key never follows a config to a new host."
+)
+
+
 def model_create(*, model_name: str, api_key: str = "", **fields: Any) -> AsynchModel:
     """A new model config; ``api_key`` (the ``Key:Value`` headers) is stored encrypted."""
     parse_api_key(api_key)  # the caller validated it; this refuses anything else
     unknown = set(fields) - set(CONFIG_FIELDS)
     if unknown:
         raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
+    base_url_check(fields.get("base_url", ""))
     try:
         with transaction.atomic():
             return AsynchModel.objects.create(
@@ -75,6 +95,8 @@ def model_create(*, model_name: str, api_key: str = "", **fields: Any) -> Asynch
 
 
 def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) -> AsynchModel:
+    """A partial update. A ``base_url`` on a new scheme, host or port is refused
+    without ``api_key``: the key headers were given for the old host."""
     unknown = set(fields) - set(CONFIG_FIELDS)
     if unknown:
         raise TypeError(f"Unknown model config fields: {sorted(unknown)}")
@@ -82,9 +104,19 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
     if api_key is not None:
         parse_api_key(api_key)
         changes["api_key_encrypted"] = crypto.encrypt(api_key)
+    if "base_url" in fields:
+        base_url_check(fields["base_url"])  # before the row is locked: it may wait for DNS
     changes["updated_at"] = timezone.now()
-    if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
-        raise _not_found(model_name)
+    with transaction.atomic():
+        if "base_url" in fields and api_key is None:
+            # Locked, so the host compared is the one the stored key goes to.
+            current = AsynchModel.objects.select_for_update().filter(model_name=model_name).only("base_url").first()
+            if current is None:
+                raise _not_found(model_name)
+            if egress.origin(fields["base_url"]) != egress.origin(current.base_url):
+                raise _refused_config({"apiKey": [KEY_STAYS]})
+        if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
+            raise _not_found(model_name)
     updated = AsynchModel.objects.filter(model_name=model_name).first()
     if updated is None:  # deleted between the two statements: as missing as before
         raise _not_found(model_name)

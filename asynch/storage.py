@@ -152,11 +152,13 @@ class OssServiceStorage:
                 files={"file": (result.filename, result.content, result.content_type)},
                 headers={k: v for k, v in forward_headers.items() if k in FORWARDED_HEADERS},
                 timeout=settings.ASYNCH_OSS_TIMEOUT_SECONDS,
+                allow_redirects=False,  # the caller's Authorization goes to OSS_UPLOAD_URL only
             )
         except requests.RequestException as error:
             raise StorageError(f"OSS upload failed: {type(error).__name__}") from error
-        if response.status_code >= 400:
-            raise StorageError(f"OSS upload answered HTTP {response.status_code}")
+        if response.status_code >= 300:
+            redirect = ", a redirect (never followed)" if response.status_code < 400 else ""
+            raise StorageError(f"OSS upload answered HTTP {response.status_code}{redirect}")
         try:
             body = response.json()
         except ValueError:

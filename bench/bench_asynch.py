@@ -184,8 +184,14 @@ def main() -> None:
         "ASYNCH_WORKER_CONCURRENCY": str(args.concurrency),
         "ASYNCH_WORKER_BATCH_SIZE": str(max(10, args.concurrency)),
         "ASYNCH_WORKER_POLL_INTERVAL": "0.2",
+        "ASYNCH_ALLOWED_MODEL_HOSTS": "127.0.0.1",  # the benchmark's model service
     }
-    os.environ.update({k: base_env[k] for k in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "VAR_DIR")})
+    os.environ.update(
+        {
+            k: base_env[k]
+            for k in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "VAR_DIR", "ASYNCH_ALLOWED_MODEL_HOSTS")
+        }
+    )
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ["LOG_LEVEL"] = "WARNING"
     sys.path.insert(0, str(ROOT))

@@ -329,6 +329,10 @@ OSS_UPLOAD_URL = env.str("OSS_UPLOAD_URL", default="")
 ASYNCH_OSS_TIMEOUT_SECONDS = env.float("ASYNCH_OSS_TIMEOUT_SECONDS", default=60.0)
 ASYNCH_STORAGE_ATTEMPTS = env.int("ASYNCH_STORAGE_ATTEMPTS", default=3)  # uploads retried without a new model call
 ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default=5.0)  # 0: look up every call
+# Hosts (names or addresses) a model config's baseUrl may name although they are not
+# https:// or resolve to a loopback, link-local or private address: model services on
+# the platform's own network. Empty: only public https:// hosts.
+ASYNCH_ALLOWED_MODEL_HOSTS = env.list("ASYNCH_ALLOWED_MODEL_HOSTS", default=[])
 
 # --- the reference runtime (contract §7) --------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")

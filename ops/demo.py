@@ -23,6 +23,7 @@ from learning.models import KnowledgeBase
 
 DEMO_TENANT = "demo"
 DEMO_MODEL = "demo-chat"
+DEMO_MODEL_KEY = "Authorization:Bearer sk-standin-demo"  # the stand-in takes any bearer key
 
 # (knowledge point, description, attempts as (correct, score, seconds)): a learner who
 # is sure of the basics and unsure of exceptions, so every job type has something to say.
@@ -107,10 +108,11 @@ def demo_model_ensure(*, standin_url: str) -> AsynchModel:
     """The demo model config: the stand-in's chat completions, whatever port it is on now."""
     fields = {"base_url": standin_url.rstrip("/"), "route": "/chat/completions", "http_method": "POST"}
     if asynch_selectors.model_get(model_name=DEMO_MODEL) is not None:
-        return asynch.model_update(model_name=DEMO_MODEL, **fields)
+        # The stand-in's port may be new: a new port takes its key with it.
+        return asynch.model_update(model_name=DEMO_MODEL, api_key=DEMO_MODEL_KEY, **fields)
     return asynch.model_create(
         model_name=DEMO_MODEL,
-        api_key="Authorization:Bearer sk-standin-demo",
+        api_key=DEMO_MODEL_KEY,
         max_concurrency=2,
         queue_limit=20,
         timeout_seconds=60,

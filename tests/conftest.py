@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.conf import LazySettings
 from django.core.cache import cache
@@ -9,6 +11,11 @@ from quotas import services as quota_services
 from tests.factories import UserFactory
 
 RUNTIME_TOKEN = "test-runtime-token"
+# The suite's model services are local stand-ins on 127.0.0.1: listed, as make run lists
+# its own, for this process and every server and worker a test starts (tests/security/
+# proves the refusal without it).
+MODEL_HOSTS = "127.0.0.1"
+os.environ["ASYNCH_ALLOWED_MODEL_HOSTS"] = MODEL_HOSTS
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +26,7 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.RUNTIME_THROTTLE_RATE = "100000/min"
     settings.USER_THROTTLE_RATE = "100000/min"
     settings.AUTH_THROTTLE_RATE = "100000/min"
+    settings.ASYNCH_ALLOWED_MODEL_HOSTS = MODEL_HOSTS.split(",")
     cache.clear()
     quota_services.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
 

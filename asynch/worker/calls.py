@@ -1,6 +1,9 @@
 """Calling one model service for one claimed task, and storing what it answers
 (seed 003 §1.2): the payload as JSON (GET: as query parameters), the config's headers
 and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in.
+Every connection is checked against the ``baseUrl`` rules (``asynch.egress``) as it is
+opened, and redirects are never followed: a ``3xx`` is a failed call, so the key headers
+go to the configured host and nowhere else.
 
 An answer in hand is never thrown away for our own bookkeeping (DESIGN rule 8): a slot
 that cannot be released (Redis down) lapses with its lease, and storing the answer
@@ -17,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from asynch import crypto, selectors, transitions
+from asynch import crypto, egress, selectors, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchTask
 from asynch.semaphore import get_semaphore
@@ -92,7 +96,7 @@ def model_calls() -> dict[str, ModelCall]:
 def _session() -> requests.Session:
     session = getattr(_local, "session", None)
     if session is None:
-        session = _local.session = requests.Session()
+        session = _local.session = egress.model_session()
     return session
 
 
@@ -209,8 +213,20 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     error_message = ""
     outcome = "error"
     try:
-        response = _session().request(call.http_method, call.url, **request)
-        outcome = "ok" if response.status_code < 400 else "error"
+        response = _session().request(call.http_method, call.url, allow_redirects=False, **request)
+        outcome = "ok" if response.status_code < 300 else "error"
+    except egress.EgressRefused as error:
+        # Nothing was sent: the call is taken back from the statistics (real calls only).
+        logger.warning(
+            "asynch: task %s not sent to model %s at %s: %s",
+            task.id,
+            task.model_name,
+            urlsplit(call.url).hostname,
+            error,
+        )
+        error_message = f"The model service was not called: {error}"
+        outcome = ""
+        stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name, calls=-1)
     except requests.Timeout:
         error_message = f"The model service did not answer within {call.timeout_seconds}s"
         outcome = "timeout"
@@ -218,12 +234,15 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         error_message = f"The model service could not be reached: {type(error).__name__}"
     finally:
         release_slot()  # the slot bounds model calls; storing the answer needs none
-        ASYNCH_CALLS.inc(task.model_name, outcome)
+        if outcome:
+            ASYNCH_CALLS.inc(task.model_name, outcome)
     # From here on the model has answered: every step is settled, never given up for an outage.
     now = timezone.now()
     failed = partial(transitions.fail, task_id=task.id, attempt_no=task.attempt_no, now=now)
-    if response is None or response.status_code >= 400:
-        if response is not None:
+    if response is None or response.status_code >= 300:
+        if response is not None and response.status_code < 400:
+            error_message = f"The model service answered HTTP {response.status_code}, a redirect (never followed)"
+        elif response is not None:
             error_message = f"The model service answered HTTP {response.status_code}: {_redacted(response.text, call)}"
         status = response.status_code if response is not None else None
         moved = _settled("the failure", task, partial(failed, error_message=error_message, http_status=status))
