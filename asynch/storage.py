@@ -14,13 +14,18 @@
 
 ``AsynchTask.oss_file`` keeps the backend's reference (storage name or OSS URL);
 ``url()`` turns it into what a caller downloads.
+
+A stored answer is never served as a page: its name and media type say only whether it
+is JSON (``.json``, ``application/json``) or not (``.bin``, ``application/octet-stream``),
+whatever ``Content-Type`` the model claimed, and every backend hands it out as an
+attachment.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
-import mimetypes
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 DOWNLOAD_SALT = "asynch.download"
 FORWARDED_HEADERS = ("Authorization", "X-User-Info")
+JSON_TYPE = "application/json"
+BINARY_TYPE = "application/octet-stream"
 
 
 class StorageError(Exception):
@@ -49,13 +56,24 @@ class ResultFile:
     task_id: str
     tenant_id: str
     content: bytes
-    content_type: str
+    content_type: str  # what the model said it answered: kept for the record, never trusted
+
+    @functools.cached_property
+    def media_type(self) -> str:
+        try:
+            json.loads(self.content)
+        except (ValueError, RecursionError):
+            return BINARY_TYPE
+        return JSON_TYPE
 
     @property
     def filename(self) -> str:
-        mime = self.content_type.split(";")[0].strip().lower()
-        extension = {"application/json": ".json", "text/plain": ".txt"}.get(mime) or mimetypes.guess_extension(mime)
-        return f"{self.task_id}{extension or '.bin'}"
+        return f"{self.task_id}{'.json' if self.media_type == JSON_TYPE else '.bin'}"
+
+
+def media_type_of(name: str) -> str:
+    """The media type a stored result is served with, from its name (``ResultFile.filename``)."""
+    return JSON_TYPE if name.endswith(".json") else BINARY_TYPE
 
 
 class ResultStorage(Protocol):
@@ -82,8 +100,11 @@ class DjangoResultStorage:
         name = f"asynch/{result.tenant_id}/{result.filename}"
         try:
             # A name taken by an earlier attempt gets a suffix from the storage; that
-            # attempt's file went with it (a lost attempt deletes its own).
-            return self.storage.save(name, ContentFile(result.content))
+            # attempt's file went with it (a lost attempt deletes its own). An object
+            # store keeps the media type with the object (S3's ContentType).
+            content = ContentFile(result.content)
+            content.content_type = result.media_type  # type: ignore[attr-defined]
+            return self.storage.save(name, content)
         except self.save_errors as error:
             raise StorageError(f"Could not store the result: {type(error).__name__}: {error}") from error
 
@@ -137,6 +158,8 @@ def _s3_storage(**options: Any) -> S3Storage:
         file_overwrite=False,  # an earlier attempt's name gets a suffix, as on disk
         default_acl=None,  # private: the presigned URL is the permission
         signature_version="s3v4",
+        # The bucket serves the presigned URL as a download, never as a page.
+        object_parameters={"ContentDisposition": "attachment"},
     )
 
 
@@ -149,7 +172,7 @@ class OssServiceStorage:
         try:
             response = requests.post(
                 settings.OSS_UPLOAD_URL,
-                files={"file": (result.filename, result.content, result.content_type)},
+                files={"file": (result.filename, result.content, result.media_type)},
                 headers={k: v for k, v in forward_headers.items() if k in FORWARDED_HEADERS},
                 timeout=settings.ASYNCH_OSS_TIMEOUT_SECONDS,
                 allow_redirects=False,  # the caller's Authorization goes to OSS_UPLOAD_URL only

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from django.http import FileResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -23,7 +24,7 @@ from asynch.api.authentication import (
     TenantApiKeyAuthentication,
     tenant_of,
 )
-from asynch.storage import FORWARDED_HEADERS, download_name, get_storage
+from asynch.storage import FORWARDED_HEADERS, download_name, get_storage, media_type_of
 from config.errors import DomainError, ErrorCode
 from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
 
@@ -202,9 +203,26 @@ class TaskBatchView(TaskView):
         return Response({"results": s.BatchItemSerializer(items, many=True, context={"request": request}).data})
 
 
-@extend_schema(tags=["model-asynch"], responses={(200, "application/octet-stream"): bytes})
+_DOWNLOADED = (
+    "Always with `Content-Disposition: attachment` and `X-Content-Type-Options: nosniff`: "
+    "a stored answer is never served as a page."
+)
+
+
+@extend_schema(
+    tags=["model-asynch"],
+    responses={
+        (200, "application/json"): OpenApiResponse(
+            OpenApiTypes.ANY, description="The answer, when it is JSON. " + _DOWNLOADED
+        ),
+        (200, "application/octet-stream"): OpenApiResponse(
+            OpenApiTypes.BINARY, description="Any other answer, as bytes. " + _DOWNLOADED
+        ),
+    },
+)
 class DownloadView(APIView):
-    """A stored result at its signed, expiring URL: the URL is the permission."""
+    """A stored result at its signed, expiring URL: the URL is the permission. It is
+    JSON or bytes, whatever the model said it was, and always a download."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
@@ -218,4 +236,8 @@ class DownloadView(APIView):
             handle = storage.storage.open(name, "rb")
         except (FileNotFoundError, OSError):
             raise DomainError(ErrorCode.NOT_FOUND, "The result is no longer stored") from None
-        return FileResponse(handle, as_attachment=False, filename=name.rsplit("/", 1)[-1])
+        response = FileResponse(
+            handle, as_attachment=True, filename=name.rsplit("/", 1)[-1], content_type=media_type_of(name)
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
