@@ -7,6 +7,7 @@ import datetime as dt
 import io
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -53,7 +54,7 @@ def _succeed(task: AsynchTask, oss_file: str = "asynch/x/result.json") -> None:
 # --- authentication -----------------------------------------------------------------------
 
 
-def test_model_endpoints_need_an_admin_tenant_key_or_a_staff_jwt(admin, biz):
+def test_model_endpoints_need_an_admin_tenant_key_or_the_jwt_of_staff_who_may_change_model_configs(admin, biz):
     anonymous = APIClient()
     response = anonymous.get("/model/listModels")
     assert response.status_code == 401 and error_code(response) == "UNAUTHORIZED"
@@ -65,8 +66,11 @@ def test_model_endpoints_need_an_admin_tenant_key_or_a_staff_jwt(admin, biz):
     assert admin.get("/model/listModels").status_code == 200
 
     staff, learner = APIClient(), APIClient()
-    staff.credentials(HTTP_AUTHORIZATION=f"Bearer {AccessToken.for_user(UserFactory(is_staff=True))}")
+    member = UserFactory(is_staff=True)
+    staff.credentials(HTTP_AUTHORIZATION=f"Bearer {AccessToken.for_user(member)}")
     learner.credentials(HTTP_AUTHORIZATION=f"Bearer {AccessToken.for_user(UserFactory())}")
+    assert error_code(staff.post("/model/createModel", SEED_BODY, format="json")) == "FORBIDDEN"
+    member.user_permissions.add(Permission.objects.get(codename="change_asynchmodel"))
     assert staff.post("/model/createModel", SEED_BODY, format="json").status_code == 201
     assert error_code(learner.get("/model/listModels")) == "FORBIDDEN"
 

@@ -1,11 +1,12 @@
 """How a business service authenticates to model-asynch (contract §2):
 ``X-Api-Key: <key>``, stored hashed, each key a tenant's. Model configuration also
-admits a staff user's JWT."""
+admits a staff user's JWT, when that user may change model configs in Django admin."""
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
@@ -18,6 +19,9 @@ from asynch import services
 from asynch.models import Tenant
 
 API_KEY_HEADER = "X-Api-Key"
+# Django's permission to change model configs: what a staff user needs in admin to do
+# what the model configuration endpoints do.
+CHANGE_MODELS_PERMISSION = "asynch.change_asynchmodel"
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,23 @@ class IsTenant(BasePermission):
         return isinstance(request.user, TenantPrincipal)
 
 
+def may_change_models(user: Any) -> bool:
+    """An admin tenant, or a staff user with the permission to change model configs
+    (a superuser has it): a staff flag alone is not enough."""
+    if isinstance(user, TenantPrincipal):
+        return user.tenant.is_admin
+    return bool(
+        user is not None and user.is_authenticated and user.is_staff and user.has_perm(CHANGE_MODELS_PERMISSION)
+    )
+
+
 class IsModelAdmin(BasePermission):
-    """An admin tenant's key, or a staff user's JWT."""
+    """An admin tenant's key, or the JWT of a staff user who may change model configs."""
+
+    message = "Model configs need an admin tenant's key, or the JWT of a staff user who may change model configs."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        user = request.user
-        if isinstance(user, TenantPrincipal):
-            return user.tenant.is_admin
-        return bool(user is not None and user.is_authenticated and user.is_staff)
+        return may_change_models(request.user)
 
 
 class IsTenantOrStaff(BasePermission):

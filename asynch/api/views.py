@@ -22,6 +22,7 @@ from asynch.api.authentication import (
     IsTenant,
     IsTenantOrStaff,
     TenantApiKeyAuthentication,
+    may_change_models,
     tenant_of,
 )
 from asynch.storage import FORWARDED_HEADERS, download_name, get_storage, media_type_of
@@ -103,15 +104,15 @@ class _ModelPages(ContractCursorPagination):
 
 @extend_schema(tags=["model-asynch"], parameters=PAGE_PARAMETERS, responses=page_of(s.ModelListItemSerializer))
 class ModelListView(APIView):
-    """Admin tenants and staff: every config, in full (``apiKey`` masked). Any other
-    tenant: the enabled models it may name in ``createTask``, with their limits only."""
+    """Admin tenants and staff who may change model configs: every config, in full
+    (``apiKey`` masked). Any other tenant, or staff without that permission: the enabled
+    models a tenant may name in ``createTask``, with their limits only."""
 
     authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsTenantOrStaff]
 
     def get(self, request: Request) -> Response:
-        tenant = tenant_of(request)
-        full = tenant is None or tenant.is_admin  # staff, or an admin tenant
+        full = may_change_models(request.user)
         paginator = _ModelPages()
         page = paginator.paginate_queryset(selectors.models_list(enabled_only=not full), request, view=self)
         serializer = s.ModelConfigOutSerializer if full else s.ModelSummarySerializer
