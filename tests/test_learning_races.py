@@ -114,7 +114,7 @@ def test_moving_records_between_points_of_a_knowledge_base_being_deleted_never_d
                     knowledge_point_id=points[(turn + 1) % 2].id,
                 )
                 for turn in range(15)
-            ]  # fmt: skip
+            ]
             for record in records
         ]
         delete = partial(services.knowledge_base_delete, user=user, knowledge_base_id=base.id)
