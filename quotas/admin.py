@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
 
+from ai_jobs import services as job_services
 from ai_jobs.selectors import active_platform_jobs
 from config import formatting
 from quotas import services
@@ -106,6 +107,17 @@ class CircuitBreakerEventAdmin(admin.ModelAdmin):
         return False
 
 
+# The settings form's fields, by the service's keyword for each.
+_SETTINGS_FIELDS = {
+    "user": "user",
+    "ai_analysis_enabled": "ai_analysis_enabled",
+    "timezone": "timezone_name",
+    "default_api_key_mode": "default_api_key_mode",
+    "max_daily_ai_jobs": "max_daily_ai_jobs",
+    "max_daily_token_budget": "max_daily_token_budget",
+}
+
+
 @admin.register(UserAiSettings)
 class UserAiSettingsAdmin(admin.ModelAdmin):
     list_display = [
@@ -124,6 +136,21 @@ class UserAiSettingsAdmin(admin.ModelAdmin):
     list_filter = ["ai_analysis_enabled", "default_api_key_mode"]
     search_fields = ["user__username"]
     raw_id_fields = ["user"]
+    fields = [*_SETTINGS_FIELDS, "created_at", "updated_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["user", "created_at", "updated_at"] if obj is not None else ["created_at", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: UserAiSettings, form: forms.ModelForm, change: bool) -> None:
+        """A change goes through the service the user API calls, so it means the same
+        however it is made: a new timezone takes the day's usage with it, turning AI
+        analysis off cancels the user's jobs."""
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        changed = {_SETTINGS_FIELDS[name]: form.cleaned_data[name] for name in form.changed_data if name != "user"}
+        if changed:
+            job_services.ai_settings_update(user=obj.user, by_staff=True, **changed)
 
 
 @admin.register(UserAiUsage)

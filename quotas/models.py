@@ -3,7 +3,10 @@ circuit breaker that guards the platform key (seed 002 §2)."""
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.timezone import now
 
@@ -27,13 +30,29 @@ def _default_enabled() -> bool:
     return settings.AI_ANALYSIS_ENABLED_BY_DEFAULT
 
 
+def validate_timezone(value: str) -> None:
+    """An IANA time zone name (a bad one would fail every later use of the row)."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError("Not an IANA time zone name, such as Asia/Shanghai.") from None
+
+
 class UserAiSettings(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
     ai_analysis_enabled = models.BooleanField(default=_default_enabled)
-    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA name; decides the user's localDate")
+    timezone = models.CharField(
+        max_length=64,
+        default="UTC",
+        validators=[validate_timezone],
+        help_text="IANA name; decides the user's localDate",
+    )
     default_api_key_mode = models.CharField(max_length=32, choices=ApiKeyMode.choices, default=ApiKeyMode.PLATFORM_KEY)
     max_daily_ai_jobs = models.PositiveIntegerField(default=_default_max_jobs)
     max_daily_token_budget = models.PositiveBigIntegerField(default=_default_max_tokens)
+    # Counts the changes of timezone that moved the user to another local date: a job
+    # reserved under an older count cannot land on a day the user has left since.
+    quota_epoch = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -47,8 +66,10 @@ class UserAiSettings(models.Model):
 
 
 class UserAiUsage(models.Model):
-    """What a user used on one of their local days, per key mode (the two modes are
-    counted apart, seed 002 §2.1)."""
+    """What counts against one of a user's local days, per key mode (the two modes are
+    counted apart, seed 002 §2.1). A change of timezone to another local date leaves
+    this day: ``moved_to`` names the day arrived in (which took over this one's
+    counters), and ``left_epoch`` the user's ``quota_epoch`` from then on."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_usage")
     local_date = models.DateField()
@@ -56,6 +77,16 @@ class UserAiUsage(models.Model):
     job_count = models.PositiveIntegerField(default=0)
     tokens_used = models.PositiveBigIntegerField(default=0)
     cost_cents = models.DecimalField(max_digits=16, decimal_places=4, default=0)
+    moved_to = models.DateField(
+        null=True,
+        blank=True,
+        help_text="The day a change of timezone moved the user to: tokens landing here count there too",
+    )
+    left_epoch = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The user's quota epoch since they left this day: a job reserved before is refused",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -31,6 +32,7 @@ from quotas.models import (
     PlatformDailyUsage,
     UserAiSettings,
     UserAiUsage,
+    validate_timezone,
 )
 
 logger = logging.getLogger(__name__)
@@ -163,23 +165,43 @@ def quota_check(
         )
 
 
-def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date) -> int:
+# A day the user has left (``left_epoch`` above the ``quota_epoch`` their settings were
+# read with) takes no more jobs; a job admitted on a day makes it the user's own again.
+_RESERVE_SQL = (
+    f"INSERT INTO {_USAGE_TABLE} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+    "VALUES (%s, %s, %s, 1, 0, 0, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+    f"SET job_count = {_USAGE_TABLE}.job_count + 1, moved_to = NULL, left_epoch = NULL, "
+    "updated_at = EXCLUDED.updated_at "
+    f"WHERE {_USAGE_TABLE}.job_count < %s AND {_USAGE_TABLE}.tokens_used < %s "
+    f"AND ({_USAGE_TABLE}.left_epoch IS NULL OR {_USAGE_TABLE}.left_epoch <= %s) RETURNING job_count"
+)
+# A user changing timezone as fast as they can while creating jobs: each attempt lost
+# means another change of theirs committed in between.
+RESERVE_ATTEMPTS = 10
+
+
+def quota_reserve_job(*, ai_settings: UserAiSettings, api_key_mode: str, day: dt.date) -> dt.date:
     """Count one more job for the day, only while under both limits: one upsert
     whose WHERE admits the increment, so concurrent requests at the limit never
-    get more jobs than it allows. Returns the new count."""
-    table = UserAiUsage._meta.db_table
-    rows = fetch(
-        f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
-        "VALUES (%s, %s, %s, 1, 0, 0, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
-        f"SET job_count = {table}.job_count + 1, updated_at = EXCLUDED.updated_at "
-        f"WHERE {table}.job_count < %s AND {table}.tokens_used < %s RETURNING job_count",
-        [ai_settings.user_id, day, api_key_mode, timezone.now(), ai_settings.max_daily_ai_jobs,
-         ai_settings.max_daily_token_budget],
-    )  # fmt: skip
-    if not rows:
-        quota_check(ai_settings=ai_settings, api_key_mode=api_key_mode, day=day)
-        raise DomainError(ErrorCode.DAILY_JOB_LIMIT_EXCEEDED, "The daily AI job limit is reached")
-    return int(rows[0][0])  # type: ignore[arg-type]
+    get more jobs than it allows. Returns the day it was counted on: ``day``, or the
+    one a change of timezone (committed since ``ai_settings`` were read) moved the
+    user to, whose limits it was then checked against."""
+    for _ in range(RESERVE_ATTEMPTS):
+        rows = fetch(
+            _RESERVE_SQL,
+            [ai_settings.user_id, day, api_key_mode, timezone.now(), ai_settings.max_daily_ai_jobs,
+             ai_settings.max_daily_token_budget, ai_settings.quota_epoch],
+        )  # fmt: skip
+        if rows:
+            return day
+        fresh = quota_state_get(user_id=ai_settings.user_id)
+        quota_check(
+            ai_settings=fresh.ai_settings, api_key_mode=api_key_mode, day=fresh.day, usage=fresh.usage[api_key_mode]
+        )
+        if fresh.ai_settings.quota_epoch == ai_settings.quota_epoch:
+            break  # the day has not moved: it was its limit
+        ai_settings, day = fresh.ai_settings, fresh.day
+    raise DomainError(ErrorCode.DAILY_JOB_LIMIT_EXCEEDED, "The daily AI job limit is reached")
 
 
 def usage_record_result(
@@ -206,10 +228,14 @@ def usage_record_result(
         return
     day = quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
     now, today, shard = timezone.now(), platform_day(), random.randrange(PLATFORM_USAGE_SHARDS)
-    ((tokens, cost, state),) = fetch(
+    ((tokens, cost, state, moved_to),) = fetch(
         _RESULT_USAGE_SQL,
         [user_id, day, api_key_mode, total_tokens, cost_cents, now, today, shard, total_tokens, cost_cents, now,
          today, shard],
+    )  # fmt: skip
+    _count_where_moved(
+        user_id=user_id, day=day, moved_to=moved_to, api_key_mode=api_key_mode, tokens=total_tokens,
+        cost_cents=cost_cents,
     )  # fmt: skip
     _open_when_over_budget(_over_budget(_platform_usage(today, tokens, cost)))
     _close_after_half_open_success(state)
@@ -224,7 +250,8 @@ _RESULT_USAGE_SQL = (
     "(user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
     "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
     f"SET tokens_used = {_USER_USAGE}.tokens_used + EXCLUDED.tokens_used, "
-    f"cost_cents = {_USER_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at RETURNING 1), "
+    f"cost_cents = {_USER_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at "
+    "RETURNING moved_to), "
     f"shard AS (INSERT INTO {_PLATFORM_USAGE} (day, shard, tokens_used, cost_cents, updated_at) "
     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (day, shard) DO UPDATE "
     f"SET tokens_used = {_PLATFORM_USAGE}.tokens_used + EXCLUDED.tokens_used, "
@@ -235,7 +262,8 @@ _RESULT_USAGE_SQL = (
     "others AS (SELECT COALESCE(SUM(tokens_used), 0) AS tokens, COALESCE(SUM(cost_cents), 0) AS cost "
     f"FROM {_PLATFORM_USAGE} WHERE day = %s AND shard <> %s) "
     "SELECT (SELECT tokens_used FROM shard) + (SELECT tokens FROM others), "
-    "(SELECT cost_cents FROM shard) + (SELECT cost FROM others), (SELECT state FROM breaker)"
+    "(SELECT cost_cents FROM shard) + (SELECT cost FROM others), (SELECT state FROM breaker), "
+    "(SELECT moved_to FROM user_day)"
 )
 
 
@@ -248,16 +276,40 @@ def usage_record_calls(
     their invocation logs. Runs inside the caller's transaction."""
     # A job made outside POST /ai/jobs has no quota day: it counts today.
     day = quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
-    table = UserAiUsage._meta.db_table
-    fetch(
-        f"INSERT INTO {table} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
-        "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
-        f"SET tokens_used = {table}.tokens_used + EXCLUDED.tokens_used, "
-        f"cost_cents = {table}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at",
-        [user_id, day, api_key_mode, total_tokens, cost_cents, timezone.now()],
-    )
+    ((moved_to,),) = fetch(_ADD_TOKENS_SQL, [user_id, day, api_key_mode, total_tokens, cost_cents, timezone.now()])
+    _count_where_moved(
+        user_id=user_id, day=day, moved_to=moved_to, api_key_mode=api_key_mode, tokens=total_tokens,
+        cost_cents=cost_cents,
+    )  # fmt: skip
     if api_key_mode == ApiKeyMode.PLATFORM_KEY:
         platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
+
+
+_ADD_TOKENS_SQL = (
+    f"INSERT INTO {_USER_USAGE} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+    "VALUES (%s, %s, %s, 0, %s, %s, %s) ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+    f"SET tokens_used = {_USER_USAGE}.tokens_used + EXCLUDED.tokens_used, "
+    f"cost_cents = {_USER_USAGE}.cost_cents + EXCLUDED.cost_cents, updated_at = EXCLUDED.updated_at RETURNING moved_to"
+)
+# A user moves a few times a day at most; the bound only guards against a loop.
+MOVES_FOLLOWED = 8
+
+
+def _count_where_moved(
+    *, user_id: int, day: dt.date, moved_to: object, api_key_mode: str, tokens: int, cost_cents: Decimal
+) -> None:
+    """Tokens that land on a ``day`` the user has left (a job's tokens count on the day
+    it was counted on) count on the day a change of timezone moved them to as well, and
+    on from there if they moved again: the day they are on always holds at least what
+    the day they left does, so a change of timezone dodges no result. Inside the
+    result's transaction, which holds each day's row from its count to the end."""
+    seen = {day}
+    while moved_to is not None and len(seen) < MOVES_FOLLOWED:
+        day = _as_date(moved_to)
+        if day in seen:
+            return
+        seen.add(day)
+        ((moved_to,),) = fetch(_ADD_TOKENS_SQL, [user_id, day, api_key_mode, tokens, cost_cents, timezone.now()])
 
 
 # --- the platform's day -----------------------------------------------------------------------------
@@ -516,7 +568,10 @@ def ai_settings_update(
     max_daily_token_budget: int | object = _UNSET,
 ) -> UserAiSettings:
     """Change a user's AI settings. The limits are staff's to change. (Turning AI
-    analysis off also cancels the user's jobs: ``ai_jobs.services.ai_settings_update``.)"""
+    analysis off also cancels the user's jobs: ``ai_jobs.services.ai_settings_update``.)
+
+    A new timezone whose local date differs from the old one's moves the user's quota
+    to that day (``_quota_move``), in the same transaction, under the settings row's lock."""
     if not by_staff and (max_daily_ai_jobs is not _UNSET or max_daily_token_budget is not _UNSET):
         raise DomainError(ErrorCode.FORBIDDEN, "maxDailyAiJobs and maxDailyTokenBudget are changed only by staff")
     changes = {
@@ -527,7 +582,67 @@ def ai_settings_update(
         "max_daily_token_budget": max_daily_token_budget,
     }
     changes = {field: value for field, value in changes.items() if value is not _UNSET}
+    if "timezone" in changes:
+        try:
+            validate_timezone(str(changes["timezone"]))
+        except ValidationError as exc:
+            raise DomainError(ErrorCode.VALIDATION_ERROR, exc.messages[0], fields={"timezone": exc.messages}) from None
     ai_settings_get(user=user)
     if changes:
-        UserAiSettings.objects.filter(user=user).update(**changes, updated_at=timezone.now())
+        with transaction.atomic():
+            current = UserAiSettings.objects.select_for_update().get(user=user)
+            now = timezone.now()
+            left = local_date(ai_settings=current, now=now)
+            arrived = now.astimezone(ZoneInfo(str(changes.get("timezone", current.timezone)))).date()
+            if arrived != left:
+                changes["quota_epoch"] = current.quota_epoch + 1
+            UserAiSettings.objects.filter(pk=current.pk).update(**changes, updated_at=now)
+            if arrived != left:
+                _quota_move(user_id=current.user_id, left=left, arrived=arrived, epoch=current.quota_epoch + 1, now=now)
     return ai_settings_get(user=user)
+
+
+# Moving the quota from the day left to the day arrived in: three statements, each
+# row locked before it is read, arrival first (as a result's tokens follow ``moved_to``
+# to the day the user is on last, so the two never wait on each other in a circle).
+# 1. the day arrived in is the user's again (a pointer of its own, from an earlier move, cleared);
+_ARRIVE_SQL = (
+    f"UPDATE {_USAGE_TABLE} SET moved_to = NULL, left_epoch = NULL, updated_at = %s "
+    "WHERE user_id = %s AND local_date = %s"
+)
+# 2. the day left points to it and takes no job reserved before the new epoch (its rows
+#    made even when nothing was counted yet, so a reservation racing the move meets them);
+_LEAVE_SQL = (
+    f"INSERT INTO {_USAGE_TABLE} "
+    "(user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, moved_to, left_epoch, updated_at) "
+    "VALUES (%s, %s, %s, 0, 0, 0, %s, %s, %s), (%s, %s, %s, 0, 0, 0, %s, %s, %s) "
+    "ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE "
+    "SET moved_to = EXCLUDED.moved_to, left_epoch = EXCLUDED.left_epoch, updated_at = EXCLUDED.updated_at"
+)
+# 3. each counter of the day arrived in becomes at least the day left's, per key mode.
+_CARRY_SQL = (
+    f"INSERT INTO {_USAGE_TABLE} (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at) "
+    f"SELECT user_id, %s, api_key_mode, job_count, tokens_used, cost_cents, %s FROM {_USAGE_TABLE} "
+    "WHERE user_id = %s AND local_date = %s AND (job_count > 0 OR tokens_used > 0 OR cost_cents > 0) "
+    "ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE SET "
+    f"job_count = CASE WHEN EXCLUDED.job_count > {_USAGE_TABLE}.job_count "
+    f"THEN EXCLUDED.job_count ELSE {_USAGE_TABLE}.job_count END, "
+    f"tokens_used = CASE WHEN EXCLUDED.tokens_used > {_USAGE_TABLE}.tokens_used "
+    f"THEN EXCLUDED.tokens_used ELSE {_USAGE_TABLE}.tokens_used END, "
+    f"cost_cents = CASE WHEN EXCLUDED.cost_cents > {_USAGE_TABLE}.cost_cents "
+    f"THEN EXCLUDED.cost_cents ELSE {_USAGE_TABLE}.cost_cents END, updated_at = EXCLUDED.updated_at"
+)
+
+
+def _quota_move(*, user_id: int, left: dt.date, arrived: dt.date, epoch: int, now: dt.datetime) -> None:
+    """A change of timezone moved the user from the local day ``left`` to ``arrived``:
+    the day arrived in counts at least the jobs, tokens and cost of the day left (the
+    larger of the two, per key mode: exact when one already holds the other, as after
+    any earlier move, and never more than one day's limit between two of the user's
+    midnights, however often they move). A job reserved on the day left under an older
+    epoch is refused and counted again on the new day (``quota_reserve_job``); tokens
+    landing on it later follow ``moved_to``."""
+    platform, own = ApiKeyMode.values
+    fetch(_ARRIVE_SQL, [now, user_id, arrived])
+    fetch(_LEAVE_SQL, [user_id, left, platform, arrived, epoch, now, user_id, left, own, arrived, epoch, now])
+    fetch(_CARRY_SQL, [arrived, now, user_id, left])

@@ -306,8 +306,9 @@ def test_each_user_is_counted_on_their_own_local_date(monkeypatch):
     monkeypatch.setattr(timezone, "now", lambda: instant)
     shanghai.job()
     los_angeles.job()
-    assert UserAiUsage.objects.get(user=shanghai.user).local_date == dt.date(2099, 12, 1)
-    assert UserAiUsage.objects.get(user=los_angeles.user).local_date == dt.date(2099, 11, 30)
+    # (Leaving UTC today for another date left an empty row on today: the days they counted on have jobs.)
+    assert UserAiUsage.objects.get(user=shanghai.user, job_count=1).local_date == dt.date(2099, 12, 1)
+    assert UserAiUsage.objects.get(user=los_angeles.user, job_count=1).local_date == dt.date(2099, 11, 30)
     # Their limits reset at their own midnights: Los Angeles' 1 December starts at 08:00 UTC.
     UserAiSettings.objects.filter(user=los_angeles.user).update(max_daily_ai_jobs=1)
     monkeypatch.setattr(timezone, "now", lambda: instant + dt.timedelta(hours=11, minutes=59))

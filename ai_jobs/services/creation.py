@@ -121,7 +121,8 @@ def job_submit(
             # Half-open admissions one at a time: under the breaker row's lock, counted again.
             if breaker_state == CircuitState.HALF_OPEN and quotas.breaker_admit(locked=True) == CircuitState.HALF_OPEN:
                 quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
-            quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
+            # (On the day a change of timezone moved the user to, should one commit meanwhile.)
+            day = quotas.quota_reserve_job(ai_settings=ai_settings, api_key_mode=mode, day=day)
             job = job_create(
                 user=user,
                 job_type=job_type,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
 from rest_framework import serializers
 
-from quotas.models import ApiKeyMode
+from quotas.models import ApiKeyMode, validate_timezone
 
 
 class AiSettingsSerializer(serializers.Serializer):
@@ -20,19 +18,12 @@ class AiSettingsSerializer(serializers.Serializer):
 
 class AiSettingsPatchSerializer(serializers.Serializer):
     aiAnalysisEnabled = serializers.BooleanField(required=False)
-    timezone = serializers.CharField(required=False, max_length=64)
+    timezone = serializers.CharField(required=False, max_length=64, validators=[validate_timezone])
     defaultApiKeyMode = serializers.ChoiceField(choices=ApiKeyMode.choices, required=False)
     maxDailyAiJobs = serializers.IntegerField(required=False, min_value=0, max_value=100_000, help_text="staff only")
     maxDailyTokenBudget = serializers.IntegerField(
         required=False, min_value=0, max_value=10_000_000_000, help_text="staff only"
     )
-
-    def validate_timezone(self, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise serializers.ValidationError("Not an IANA time zone name, such as Asia/Shanghai.") from None
-        return value
 
 
 class UsageSerializer(serializers.Serializer):
