@@ -70,6 +70,10 @@ class ErrorCode(Enum):
     PLATFORM_TOKEN_BUDGET_EXCEEDED = ("PLATFORM_TOKEN_BUDGET_EXCEEDED", 400, False)
     PLATFORM_COST_BUDGET_EXCEEDED = ("PLATFORM_COST_BUDGET_EXCEEDED", 400, False)
 
+    # The learning API: a create past the objects of its kind a user may hold
+    # (LEARNING_MAX_OBJECTS_PER_USER); retrying cannot help until some are deleted.
+    LEARNING_LIMIT_EXCEEDED = ("LEARNING_LIMIT_EXCEEDED", 409, False)
+
     # Model-asynch (contract §6)
     MODEL_NOT_FOUND = ("MODEL_NOT_FOUND", 404, False)
     MODEL_DISABLED = ("MODEL_DISABLED", 409, False)

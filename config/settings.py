@@ -289,6 +289,9 @@ PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_
 PLATFORM_DAILY_COST_BUDGET_CENTS = env.int("PLATFORM_DAILY_COST_BUDGET_CENTS", default=50_000)
 PLATFORM_CIRCUIT_FAILURE_THRESHOLD = env.int("PLATFORM_CIRCUIT_FAILURE_THRESHOLD", default=10)
 PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = env.int("PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS", default=2)
+# A user holds at most this many learning objects of each kind (knowledge bases,
+# materials, knowledge points, study records): what a snapshot is built from stays bounded.
+LEARNING_MAX_OBJECTS_PER_USER = env.int("LEARNING_MAX_OBJECTS_PER_USER", default=10_000)
 
 # --- users' own model keys (contract §7) ---------------------------------------------------
 # base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.

@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Model
@@ -52,14 +54,31 @@ def _locked(model: type[Any], *, no_key: bool = False, **lookup: Any) -> list[An
     return list(model._default_manager.select_for_update(no_key=no_key).filter(**lookup).values_list("pk", flat=True))
 
 
+def _within_limit(model: type[Any], *, user: AbstractBaseUser) -> None:
+    """Inside the creating transaction: refuse a create past the objects of this kind a
+    user may hold. The count is taken under the user's row lock (SQLite's transactions
+    take the database's write lock from their start), so creates at the limit are
+    counted one at a time and never go past it. The count stops at the limit."""
+    limit = settings.LEARNING_MAX_OBJECTS_PER_USER
+    _locked(get_user_model(), no_key=True, pk=user.pk)
+    if model._default_manager.filter(user=user)[:limit].count() >= limit:
+        raise DomainError(
+            ErrorCode.LEARNING_LIMIT_EXCEEDED,
+            f"A user holds at most {limit} {model._meta.verbose_name_plural}: delete some to add more",
+        )
+
+
 def _create(model: type[Any], *, parent: Any, **fields: Any) -> Any:
     """Insert a row under ``parent`` while holding the parent's row lock, so a concurrent
     delete of the parent either finds the new row (and deletes it with its cascade) or
-    goes first (then this is a 404, as if the parent had never been)."""
+    goes first (then this is a 404, as if the parent had never been). The parent is
+    locked before the user (``_within_limit``), as deleting a user deletes their rows
+    before the user's own."""
     try:
         with transaction.atomic():
             if not _locked(type(parent), no_key=True, pk=parent.pk):
                 raise DomainError(ErrorCode.NOT_FOUND, f"{type(parent).__name__} {parent.pk} not found")
+            _within_limit(model, user=fields["user"])
             return model._default_manager.create(**fields)
     except IntegrityError as exc:  # SQLite has no row locks: its foreign key check at commit says it
         raise DomainError(ErrorCode.NOT_FOUND, f"{type(parent).__name__} {parent.pk} not found") from exc
@@ -88,7 +107,9 @@ def _delete(obj: Any, *, holding: tuple[tuple[type[Any], str], ...] = ()) -> Non
 
 
 def knowledge_base_create(*, user: AbstractBaseUser, name: str, description: str = "") -> KnowledgeBase:
-    return KnowledgeBase.objects.create(user=user, name=name, description=description)
+    with transaction.atomic():
+        _within_limit(KnowledgeBase, user=user)
+        return KnowledgeBase.objects.create(user=user, name=name, description=description)
 
 
 def knowledge_base_update(

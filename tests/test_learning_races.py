@@ -122,3 +122,46 @@ def test_moving_records_between_points_of_a_knowledge_base_being_deleted_never_d
         assert not KnowledgeBase.objects.filter(id=base.id).exists()
     assert {outcome for outcome in seen if outcome not in ("ok", "NOT_FOUND")} == set(), seen
     assert not StudyRecord.objects.filter(user=user).exists()
+
+
+def test_concurrent_creates_at_the_limit_never_pass_it(settings):
+    """Creates of each kind from many threads at once, a few short of the limit: counted
+    one at a time under the user's lock, exactly the limit is reached, never more."""
+    settings.LEARNING_MAX_OBJECTS_PER_USER = 5
+    user = get_user_model().objects.create_user("collector")
+    base = services.knowledge_base_create(user=user, name="kb")
+    point = services.knowledge_point_create(user=user, knowledge_base_id=base.id, name="p")
+    adders = {
+        KnowledgeBase: partial(services.knowledge_base_create, user=user, name="more"),
+        Material: partial(services.material_create, user=user, knowledge_base_id=base.id, title="m"),
+        KnowledgePoint: partial(services.knowledge_point_create, user=user, knowledge_base_id=base.id, name="p"),
+        StudyRecord: partial(services.study_record_create, user=user, knowledge_point_id=point.id, is_correct=True,
+                             score=1.0),
+    }  # fmt: skip
+    barrier = threading.Barrier(WRITERS * len(adders))
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def add(create) -> None:
+        try:
+            barrier.wait()
+            for _ in range(3):
+                try:
+                    create()
+                    outcome = "ok"
+                except DomainError as exc:
+                    outcome = exc.code.name
+                with lock:
+                    outcomes[outcome] += 1
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=add, args=(create,)) for create in adders.values() for _ in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [model.objects.filter(user=user).count() for model in adders] == [5, 5, 5, 5]
+    # One base and one point were there already: 4 bases, 5 materials, 4 points and 5
+    # records created, the rest refused.
+    assert outcomes == {"ok": 18, "LEARNING_LIMIT_EXCEEDED": WRITERS * len(adders) * 3 - 18}, outcomes

@@ -87,7 +87,7 @@ def test_every_operation_documents_its_errors_with_the_error_body_and_their_code
             responses = operation["responses"]
             for status in ("400", "503"):
                 assert status in responses, (method, path, status)
-            if path.startswith(("/ai/", "/internal/")):
+            if path.startswith(("/ai/", "/internal/", "/learning/")):
                 assert {"401", "429"} <= set(responses), (method, path)
             if "{" in path:
                 assert "404" in responses, (method, path)
@@ -107,6 +107,9 @@ def test_every_operation_documents_its_errors_with_the_error_body_and_their_code
     assert codes("/internal/runtime/jobs/{job_id}/lock", "post", "409") == {"JOB_NOT_ACTIVE", "JOB_ALREADY_LOCKED"}
     assert codes("/internal/runtime/jobs/{job_id}/result", "post", "422") == {"RESULT_SCHEMA_UNSUPPORTED"}
     assert codes("/task/createTask", "post", "429") == {"QUEUE_LIMIT_EXCEEDED"}
+    for kind in ("knowledge-bases", "materials", "knowledge-points", "study-records"):
+        assert codes(f"/learning/{kind}", "post", "409") == {"LEARNING_LIMIT_EXCEEDED"}
+        assert "409" not in schema["paths"][f"/learning/{kind}"]["get"]["responses"]
     assert "Retry-After" in schema["paths"]["/ai/jobs"]["get"]["responses"]["429"]["headers"]
 
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from config.errors import ErrorCode
 from learning import selectors, services
 from learning.api import serializers as s
+from quotas.throttles import UserThrottle
 
 # camelCase on the wire -> the services' keyword arguments
 _ARGUMENTS = {
@@ -45,8 +46,10 @@ def _valid(serializer_class: type[serializers.Serializer], request: Request, *, 
 
 
 class _ListCreateView(GenericAPIView):
-    """``GET`` the user's objects newest first (paginated), ``POST`` a new one."""
+    """``GET`` the user's objects newest first (paginated), ``POST`` a new one (at most
+    ``LEARNING_MAX_OBJECTS_PER_USER`` of a kind)."""
 
+    throttle_classes = [UserThrottle]  # USER_THROTTLE_RATE per user, as on /ai/*
     in_serializer: ClassVar[type[serializers.Serializer]]
     out_serializer: ClassVar[type[serializers.Serializer]]
     filter_param: ClassVar[str | None] = None
@@ -70,6 +73,7 @@ class _ListCreateView(GenericAPIView):
 class _DetailView(GenericAPIView):
     """``GET``, ``PATCH`` and ``DELETE`` one of the user's objects by id."""
 
+    throttle_classes = [UserThrottle]
     in_serializer: ClassVar[type[serializers.Serializer]]
     out_serializer: ClassVar[type[serializers.Serializer]]
     get_object_of: ClassVar[Callable[..., Model]]
@@ -121,6 +125,7 @@ def _detail_schema(
 
 @_list_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer)
 class KnowledgeBaseListView(_ListCreateView):
+    error_codes = {"post": (ErrorCode.LEARNING_LIMIT_EXCEEDED,)}
     in_serializer = s.KnowledgeBaseInSerializer
     out_serializer = serializer_class = s.KnowledgeBaseSerializer
 
@@ -146,7 +151,8 @@ class KnowledgeBaseDetailView(_DetailView):
 
 @_list_schema(s.MaterialInSerializer, s.MaterialSerializer, KB_FILTER)
 class MaterialListView(_ListCreateView):
-    error_codes = {"post": (ErrorCode.NOT_FOUND,)}  # a knowledge base that is not the user's
+    # a knowledge base that is not the user's; one object too many
+    error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
     in_serializer = s.MaterialInSerializer
     out_serializer = serializer_class = s.MaterialSerializer
     filter_param = "knowledgeBaseId"
@@ -173,7 +179,7 @@ class MaterialDetailView(_DetailView):
 
 @_list_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, KB_FILTER)
 class KnowledgePointListView(_ListCreateView):
-    error_codes = {"post": (ErrorCode.NOT_FOUND,)}
+    error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
     in_serializer = s.KnowledgePointInSerializer
     out_serializer = serializer_class = s.KnowledgePointSerializer
     filter_param = "knowledgeBaseId"
@@ -200,7 +206,7 @@ class KnowledgePointDetailView(_DetailView):
 
 @_list_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, KP_FILTER)
 class StudyRecordListView(_ListCreateView):
-    error_codes = {"post": (ErrorCode.NOT_FOUND,)}
+    error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
     in_serializer = s.StudyRecordInSerializer
     out_serializer = serializer_class = s.StudyRecordSerializer
     filter_param = "knowledgePointId"
