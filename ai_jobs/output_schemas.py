@@ -13,6 +13,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from config import jsondepth
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 DEFAULT_VERSION = "v1"
 
@@ -47,9 +49,13 @@ def validation_errors(
     job_type: str, version: str, output: Any, *, limit: int = 10, root: Path = SCHEMA_DIR
 ) -> list[str]:
     """The output's schema errors, ``path: message`` each, at most ``limit``;
-    raises UnknownSchema for a job type or version with no schema."""
+    raises UnknownSchema for a job type or version with no schema. An output nested
+    deeper than JSON may be is one error, found before the validator recurses into it."""
+    validator = _validator(job_type, version, root)
+    if jsondepth.too_deep(output):
+        return [f"(root): {jsondepth.TOO_DEEP}"]
     errors = []
-    for error in _validator(job_type, version, root).iter_errors(output):
+    for error in validator.iter_errors(output):
         path = "/".join(str(p) for p in error.absolute_path) or "(root)"
         errors.append(f"{path}: {error.message}")
         if len(errors) >= limit:

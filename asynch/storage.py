@@ -184,7 +184,7 @@ class OssServiceStorage:
             raise StorageError(f"OSS upload answered HTTP {response.status_code}{redirect}")
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or "[[[[..." past the stack: a URL in text, or none
             body = response.text.strip()
         url = _url_in(body)
         if not url:

@@ -1,45 +1,71 @@
 """The JSON every endpoint accepts: what PostgreSQL can store and a response can
-render. A NUL character or a lone surrogate (``"\\ud800"``) anywhere in a key or a
-string is refused at the door as a 400, instead of failing later in the database
-or the renderer, once the row may already be written."""
+render, nested no deeper than ``config.jsondepth.MAX_DEPTH``. A NUL character or a
+lone surrogate (``"\\ud800"``) anywhere in a key or a string, or a body nested too
+deep (``"[" * 50000``), is refused at the door as a 400, instead of failing later in
+the database, the renderer or a recursive validator, once the row may already be
+written."""
 
 from __future__ import annotations
 
+import codecs
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import JSONParser, get_encoding
+from rest_framework.utils import json
+
+from config import jsondepth
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "Text must not contain NUL characters."
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "Text must be valid Unicode (no lone surrogates)."
+    return None
 
 
 def unstorable_text(value: Any) -> str | None:
     """Why ``value`` (parsed JSON) cannot be stored, or None."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "Text must not contain NUL characters."
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "Text must be valid Unicode (no lone surrogates)."
-    return None
+    strings: list[str] = []
+    jsondepth.too_deep(value, limit=sys.maxsize, strings=strings)
+    return _text_problem("".join(strings))
+
+
+def _too_deep_below_the_top(value: Any) -> str | None:
+    return jsondepth.TOO_DEEP if jsondepth.too_deep(value, limit=jsondepth.MAX_DEPTH - 1) else None
 
 
 class StorableJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
-        data = super().parse(stream, media_type, parser_context)
-        if isinstance(data, dict):  # name the top-level field the bad text is in
-            for key, value in data.items():
-                problem = unstorable_text(key) or unstorable_text(value)
-                if problem:
-                    raise ValidationError({str(key).encode("utf-8", "replace").decode(): [problem]})
-        problem = unstorable_text(data)
+        encoding = get_encoding(parser_context or {})
+        try:
+            text = codecs.getreader(encoding)(stream).read()
+            data = json.loads(text, parse_constant=json.strict_constant if self.strict else None)
+        except RecursionError:  # deeper than the interpreter's stack: far past MAX_DEPTH
+            raise ParseError(f"JSON parse error - {jsondepth.TOO_DEEP}") from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        # One walk over the body for its depth, collecting its text, checked at once.
+        strings: list[str] = []
+        if jsondepth.too_deep(data, strings=strings):
+            _refuse(data, jsondepth.TOO_DEEP, _too_deep_below_the_top)
+        problem = _text_problem("".join(strings))
         if problem:
-            raise ParseError(f"JSON parse error - {problem}")
+            _refuse(data, problem, unstorable_text)
         return data
+
+
+def _refuse(data: Any, problem: str, problem_of: Callable[[Any], str | None]) -> None:
+    """The 400, naming the top-level field the problem is in when the body is an object."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found = _text_problem(key) or problem_of(value)
+            if found:
+                raise ValidationError({key.encode("utf-8", "replace").decode(): [found]})
+    raise ParseError(f"JSON parse error - {problem}")

@@ -167,7 +167,7 @@ class InternalApi:
             )
         try:
             payload = response.json() if response.content else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = {}
         if response.status_code >= 400:
             error = payload.get("error") if isinstance(payload, dict) else None

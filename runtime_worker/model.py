@@ -114,7 +114,7 @@ class ModelClient:
         try:
             payload = response.json()
             content = payload["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             raise self._failed(
                 call, None, RuntimeErrorCode.MODEL_RESPONSE_INVALID, "the model's answer is not a chat completion"
             ) from None
@@ -149,7 +149,7 @@ def _error_text(response: requests.Response) -> str:
     try:
         error = response.json().get("error")
         message = error.get("message") if isinstance(error, dict) else error
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         message = response.text
     return redact(str(message or response.reason))[:500]
 
@@ -167,3 +167,5 @@ def parse_json_output(content: str) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise ModelError(RuntimeErrorCode.MODEL_JSON_PARSE_FAILED, f"the model's output is not JSON: {error}") from None
+    except RecursionError:  # "[[[[...": deeper than any schema; its depth is checked with the schema
+        raise ModelError(RuntimeErrorCode.MODEL_JSON_PARSE_FAILED, "the model's output nests too deep") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import FileResponse
@@ -26,6 +25,7 @@ from asynch.api.authentication import (
     tenant_of,
 )
 from asynch.storage import FORWARDED_HEADERS, download_name, get_storage, media_type_of
+from config import jsondepth
 from config.errors import DomainError, ErrorCode
 from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
 
@@ -149,7 +149,7 @@ def _creator(request: Request, body_creator: str) -> str:
     if not info:
         return body_creator
     try:
-        parsed = json.loads(info)
+        parsed = jsondepth.loads(info)  # a header of "[[[[...": not JSON to us, never a RecursionError
     except ValueError:
         return info[:255]
     if isinstance(parsed, dict):

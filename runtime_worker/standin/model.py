@@ -195,6 +195,6 @@ def _tagged_json(text: str, tag: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text[start + len(tag) + 2 : end])
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}

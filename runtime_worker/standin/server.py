@@ -71,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         try:
             body = self._body()
-        except ValueError:
+        except (ValueError, RecursionError):
             self._send(400, {"error": {"message": "Invalid JSON body", "type": "invalid_request_error"}})
             return
         if path == "/_standin/faults":
