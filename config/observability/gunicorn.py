@@ -1,6 +1,7 @@
 """gunicorn's own lines in ``LOG_FORMAT``: the error log, and an access line that
 carries the request's id (read from the response, since the request's log context
-has closed by the time gunicorn writes it). Used by ``config/gunicorn.py``."""
+has closed by the time gunicorn writes it). Used by ``config/gunicorn.py``. The
+formatters keep each line one line, whatever the path holds (``%0a``, ``%0d``)."""
 
 from __future__ import annotations
 

@@ -5,13 +5,20 @@ per record; ``LOG_FORMAT=json`` is one JSON object per line with ``time``, ``lev
 
 The context comes from ``config.observability.context`` (the filter copies it onto
 each record) or from ``extra=`` on the call, which wins: the reference runtime, an
-HTTP client that imports nothing of the server, names its job that way."""
+HTTP client that imports nothing of the server, names its job that way.
+
+A record is one line, whatever a caller put in it (a path with ``%0a``, a header): in
+the text format every control character (C0, C1, U+2028/2029) of the message and the
+tags is escaped (``\\n``, ``\\x0b``, ``\\u2028``), and a traceback follows on lines that
+begin with a space, so only the formatter starts a line at its first column; in the
+JSON format the characters JSON leaves raw (DEL, C1, U+2028/2029) are ``\\u`` escapes."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -19,6 +26,30 @@ from config.observability import context
 from config.observability.redact import redact
 
 FORMATS = ("text", "json")
+
+
+# Every character a log reader may take for the end of a line, or a terminal for a command.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# What json.dumps(ensure_ascii=False) leaves as it is.
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def one_line(text: str) -> str:
+    """``text`` with each control character escaped: nothing in it can start a line."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def _continuation(text: str) -> str:
+    """A traceback under its record: its own line breaks kept, each line indented."""
+    return "\n".join("    " + line for line in _CONTROL_BUT_NEWLINE.sub(_escaped, text).split("\n"))
 
 
 class ContextFilter(logging.Filter):
@@ -61,7 +92,8 @@ class JsonFormatter(logging.Formatter):
         exception = _exception_text(self, record)
         if exception:
             line["exception"] = exception
-        return redact(json.dumps(line, ensure_ascii=False, default=str))
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        return redact(_JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 class TextFormatter(logging.Formatter):
@@ -79,9 +111,10 @@ class TextFormatter(logging.Formatter):
         )
         if tags:
             line = f"{line} [{tags}]"
+        line = one_line(line)
         exception = _exception_text(self, record)
         if exception:
-            line = f"{line}\n{exception}"
+            line = f"{line}\n{_continuation(exception)}"
         return redact(line)
 
 

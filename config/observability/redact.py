@@ -12,9 +12,11 @@ _PATTERNS = [
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), "sk-****"),
     (re.compile(r"\bak_[A-Za-z0-9_\-]{16,}"), "ak_****"),
     # Bearer credentials (JWTs, runtime tokens, METRICS_TOKEN) wherever a header is echoed.
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 ****"),
-    # Credentials in URLs: scheme://user:password@host.
-    (re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*):[^\s@/]+@"), r"\1:****@"),
+    (re.compile(r"(?i)\b(bearer)\s++[A-Za-z0-9._~+/=\-]{8,}"), r"\1 ****"),
+    # Credentials in URLs: scheme://user:password@host. The scheme's length is bounded: an
+    # unbounded run tried from every word in a long "a.a.a..." made a line cost its length
+    # squared; possessive runs (classes that exclude what follows them) never backtrack.
+    (re.compile(r"(\b[a-z][a-z0-9+.\-]{0,39}://[^\s:/@]*+):[^\s@/]++@"), r"\1:****@"),
     # A signed model-asynch download URL is itself the permission to read the file.
     (re.compile(r"/task/download/[^\s\"'?]+"), "/task/download/****"),
 ]
