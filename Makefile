@@ -59,8 +59,10 @@ pgbouncer:
 	@test -x /usr/sbin/pgbouncer || { echo "installing Debian's pgbouncer for the connection pooler test"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
+# DEBUG=true is what makes this a development setup: it lets every process start on the
+# development SECRET_KEY and credential key (with DEBUG false they refuse) and dev_bootstrap run.
 run: venv
-	@export RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
+	@export DEBUG=$${DEBUG:-true} RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
 		RUNTIME_SERVICE_TOKEN=$${RUNTIME_SERVICE_TOKEN:-$(DEV_RUNTIME_TOKEN)} \
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
 		RUNTIME_INSTANCE_ID=$${RUNTIME_INSTANCE_ID:-dev-runtime} \
@@ -84,6 +86,8 @@ run: venv
 
 # The whole suite on PostgreSQL and Redis, then the tests marked `embedded` again on
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
+# The suite runs with DEBUG false; its test-only SECRET_KEY and CREDENTIAL_ENCRYPTION_KEYS
+# come from tests/environment.py (a pytest plugin), so a bare .venv/bin/pytest has them too.
 test: venv browser pgbouncer
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \

@@ -3,7 +3,9 @@ and a gunicorn serving it. Every benchmark prints its baseline beside it."""
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -25,6 +27,10 @@ RUNTIME_TOKEN = "bench-runtime-token"
 # the backends serving the measured processes leaves them out.
 BENCH_APPNAME = "bench"
 os.environ["PGAPPNAME"] = BENCH_APPNAME
+# Measured as production runs (DEBUG false), every process needs the settings it refuses
+# to start without: throwaway values, fresh for each run, passed on to what it spawns.
+os.environ.setdefault("SECRET_KEY", "bench-only-" + secrets.token_urlsafe(40))
+os.environ.setdefault("CREDENTIAL_ENCRYPTION_KEYS", "bench:" + base64.b64encode(os.urandom(32)).decode())
 
 
 def fresh_database() -> str:

@@ -43,6 +43,9 @@ import requests
 from celery import Celery
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import bench._common  # noqa: E402, F401  (run as a script: the settings every process needs)
+
 DATABASE_URL = os.environ.get("BENCH_ASYNCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_asynch_bench")
 REDIS_URL = os.environ.get("BENCH_ASYNCH_REDIS_URL", "redis://127.0.0.1:6379/3")
 HEADERS = {"API_KEY": "model-key", "API_STATE": "true", "API_NUM": "123"}

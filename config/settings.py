@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from config.observability.logging import logging_config
 
@@ -20,8 +21,9 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-# The default is only for the embedded setup; ``check --deploy`` flags it.
-SECRET_KEY = env.str("SECRET_KEY", default="django-insecure-embedded-default-set-SECRET_KEY-in-production")
+# Development only (``make run`` sets DEBUG): with DEBUG false no process starts on it (below).
+DEVELOPMENT_SECRET_KEY = "django-insecure-embedded-default-set-SECRET_KEY-in-production"
+SECRET_KEY = env.str("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -295,10 +297,30 @@ LEARNING_MAX_OBJECTS_PER_USER = env.int("LEARNING_MAX_OBJECTS_PER_USER", default
 
 # --- users' own model keys (contract §7) ---------------------------------------------------
 # base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.
+# Unset, with DEBUG on (``make run``), a development key is derived from SECRET_KEY.
 CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
 # Each process warns when it falls back to the development key; ``make run`` says it once
 # in its summary and turns the per-process warning off (``check --deploy`` still flags it).
 CREDENTIAL_DEV_KEY_WARNING = env.bool("CREDENTIAL_DEV_KEY_WARNING", default=True)
+
+# --- refusing to start (contract §7) ---------------------------------------------------------
+# Every process loads these settings (web, worker, beat, the runtime, manage.py), so with
+# DEBUG false none of them starts on the public development SECRET_KEY or with the
+# credential key derived from it; ``make run`` turns DEBUG on for its own processes.
+if not DEBUG:
+    _unsafe = [
+        problem
+        for problem, bad in (
+            ("SECRET_KEY is missing or the development default", SECRET_KEY in ("", DEVELOPMENT_SECRET_KEY)),
+            ("CREDENTIAL_ENCRYPTION_KEYS is unset", not any(entry.strip() for entry in CREDENTIAL_ENCRYPTION_KEYS)),
+        )
+        if bad
+    ]
+    if _unsafe:
+        raise ImproperlyConfigured(
+            f"DEBUG is false, and {'; '.join(_unsafe)}. Set them (README: Production), "
+            "or DEBUG=true on a development machine (make run does)."
+        )
 
 # --- model-asynch (seed 003, contract §6) -----------------------------------------------------
 ASYNCH_WORKER_ENABLED = env.bool("ASYNCH_WORKER_ENABLED", default=True)

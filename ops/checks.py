@@ -1,5 +1,5 @@
 """``manage.py check --deploy``: settings that work on one machine and break quietly on
-several (README: Production, Several machines)."""
+several (README: Production, Several machines), and a scrape left open."""
 
 from __future__ import annotations
 
@@ -76,3 +76,18 @@ def check_result_storage(app_configs: Any = None, **kwargs: Any) -> list[Warning
                 )
             ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """``/metrics`` names queue depths, runtimes and the platform's spend: in production
+    only a scraper with the token reads it."""
+    if settings.DEBUG or settings.METRICS_TOKEN:
+        return []
+    return [
+        Error(
+            "METRICS_TOKEN is not set: GET /metrics answers anyone.",
+            hint="Set METRICS_TOKEN and give the scraper Authorization: Bearer <METRICS_TOKEN> (README: Production).",
+            id="ops.E003",
+        )
+    ]

@@ -33,6 +33,11 @@ from tests.user_api_support import Learner
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
+@pytest.fixture(autouse=True)
+def _development(settings):
+    settings.DEBUG = True  # make run's setting: dev_bootstrap refuses to run without it
+
+
 def _bootstrap(**options: object) -> str:
     out = io.StringIO()
     call_command("dev_bootstrap", stdout=out, **options)

@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from ops import quickstart
+from tests import environment
 from tests.runtime_fixtures import ROOT, free_port, wait_for
 
 README = ROOT / "README.md"
@@ -53,7 +54,12 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
         pytest.skip("a .env names a platform key: make run would call DeepSeek, not the stand-in")
     var = tmp_path_factory.mktemp("make-run")
     port, standin = free_port(), free_port()
-    env = {key: value for key, value in os.environ.items() if key not in NOT_EMBEDDED}
+    # Nor the suite's test-only keys, nor its DEBUG: make run supplies its own development values.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in NOT_EMBEDDED and key not in environment.SUPPLIED and key != "DEBUG"
+    }
     env["VAR_DIR"] = str(var / "var")
     log = var / "make-run.log"
     with log.open("wb") as out:

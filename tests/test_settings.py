@@ -25,6 +25,7 @@ def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "ALLOWED_HOSTS": "api.example.com",
         "RUNTIME_SERVICE_TOKENS": secrets.token_urlsafe(32),
         "CREDENTIAL_ENCRYPTION_KEYS": "k1:" + base64.b64encode(os.urandom(32)).decode(),
+        "METRICS_TOKEN": secrets.token_urlsafe(32),
         "SECURE_SSL_REDIRECT": "1",
         "SECURE_HSTS_SECONDS": "31536000",
         "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
@@ -80,13 +81,15 @@ def test_check_deploy_refuses_s3_without_a_bucket(tmp_path):
 
 
 def test_the_embedded_default_is_flagged_by_check_deploy(tmp_path):
+    """make run's setup (DEBUG on, no keys): it starts, and check --deploy says what it lacks."""
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "CREDENTIAL_ENCRYPTION_KEYS")}
     checked = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env={**env, "VAR_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env={**env, "DEBUG": "true", "VAR_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert checked.returncode != 0
-    assert "SECRET_KEY" in checked.stdout + checked.stderr
+    output = checked.stdout + checked.stderr
+    assert "(security.W009) Your SECRET_KEY" in output and "(credentials.W001)" in output, output
 
 
 @pytest.mark.django_db

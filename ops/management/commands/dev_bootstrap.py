@@ -4,7 +4,7 @@ a summary with the quick start (``ops.quickstart``), printed once before the pro
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from learning.models import KnowledgePoint, StudyRecord
 from ops import demo, quickstart
@@ -23,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args: object, **options: str) -> None:
+        if not settings.DEBUG:  # its accounts' passwords and the tenant's key are public
+            raise CommandError(
+                "dev_bootstrap makes accounts with known passwords and a known tenant key: it runs only "
+                "with DEBUG=true (make run sets it), never in production."
+            )
         demo.operator_ensure(username=options["username"], password=options["password"])
         learner = demo.demo_learner_ensure(username=options["demo_username"], password=options["demo_password"])
         demo.demo_tenant_ensure(key=options["tenant_key"])
