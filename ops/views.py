@@ -31,7 +31,10 @@ _READINESS = inline_serializer(
     "Readiness",
     {
         "status": serializers.ChoiceField(choices=["ok", "unavailable"]),
-        "checks": serializers.DictField(child=serializers.CharField(), help_text='"ok" or the error, per service'),
+        "checks": serializers.DictField(
+            child=serializers.ChoiceField(choices=["ok", "unavailable"]),
+            help_text="Per configured service (database, redis, broker); what failed is in the log, not here",
+        ),
     },
 )
 

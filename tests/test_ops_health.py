@@ -1,15 +1,27 @@
 """``/healthz`` and ``/readyz`` (contract §8), against real services a test stops:
-a private redis-server, and broker and database addresses where nothing listens."""
+a private redis-server, and broker and database addresses where nothing listens.
+``/readyz`` is computed at most once a second: a change shows within a few."""
 
 from __future__ import annotations
 
 import pytest
 from django.test import Client
 
+from ops import health
 from tests.ops_support import PrivateRedis
-from tests.runtime_fixtures import free_port
+from tests.runtime_fixtures import free_port, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _readiness_connections_closed():
+    yield
+    health.close(wait=True)  # the test database is dropped at the end: nothing may hold it
+
+
+def _readyz_until(status: int):
+    return wait_for(lambda: (r := Client().get("/readyz")).status_code == status and r, timeout=10, every=0.2)
 
 
 def test_healthz_answers_ok_and_touches_nothing(settings, django_assert_num_queries):
@@ -30,16 +42,15 @@ def test_readyz_checks_each_configured_service_and_names_the_one_that_fails(sett
         assert ready.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok", "broker": "ok"}}
 
         redis_server.stop()
-        down = Client().get("/readyz")
-        assert down.status_code == 503
-        body = down.json()
-        assert body["status"] == "unavailable" and body["checks"]["database"] == "ok"
-        assert body["checks"]["redis"] != "ok" and "Connection" in body["checks"]["redis"]
-        assert body["checks"]["broker"] != "ok"
+        down = _readyz_until(503)
+        assert down.json() == {
+            "status": "unavailable",
+            "checks": {"database": "ok", "redis": "unavailable", "broker": "unavailable"},
+        }
         assert Client().get("/healthz").status_code == 200
 
         redis_server.start()  # back on the same port: ready again, nothing restarted
-        assert Client().get("/readyz").status_code == 200
+        _readyz_until(200)
     finally:
         redis_server.stop()
 
@@ -50,9 +61,8 @@ def test_readyz_names_an_unreachable_broker_and_hides_its_password(settings):
     settings.READINESS_TIMEOUT_SECONDS = 1.0
     response = Client().get("/readyz")
     assert response.status_code == 503
-    checks = response.json()["checks"]
-    assert set(checks) == {"database", "broker"} and checks["database"] == "ok" and checks["broker"] != "ok"
-    assert "very-secret-pw" not in response.content.decode()
+    assert response.json()["checks"] == {"database": "ok", "broker": "unavailable"}
+    assert "very-secret-pw" not in response.content.decode() and "guest" not in response.content.decode()
 
 
 def test_readyz_names_an_unreachable_database(settings):
@@ -70,4 +80,4 @@ def test_readyz_names_an_unreachable_database(settings):
         connection.settings_dict["PORT"] = saved
         connection.close()
     assert response.status_code == 503
-    assert response.json()["checks"]["database"] != "ok" and response.json()["checks"]["broker"] == "ok"
+    assert response.json()["checks"] == {"database": "unavailable", "broker": "ok"}
