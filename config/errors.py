@@ -279,6 +279,12 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
     return JsonResponse(error_body(ErrorCode.NOT_FOUND, "Not found"), status=404)
 
 
+def json_bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """handler400: what Django refuses before any view (a Host not in ALLOWED_HOSTS, a
+    malformed multipart body) is bad input, in the contract's body."""
+    return JsonResponse(error_body(ErrorCode.VALIDATION_ERROR, "Bad request", fields={}), status=400)
+
+
 def json_server_error(request: HttpRequest) -> JsonResponse:
     """handler500: the contract's body even when Django itself fails. Django calls it
     while handling the exception, so an outage raised outside DRF (the admin, a

@@ -1,4 +1,5 @@
-"""First in the middleware chain: the request's id and its two metrics.
+"""First in the middleware chain: the request's id and its two metrics, and
+``X-Content-Type-Options: nosniff`` on every answer (contract: nothing served as a page).
 
 ``X-Request-ID``: the caller's when well formed (1 to 128 characters of
 ``A-Z a-z 0-9 . _ : -``, which covers UUIDs, ULIDs and most tracing ids, and
@@ -60,6 +61,9 @@ class ObservabilityMiddleware:
         finally:
             context.close_context(token)
         response[REQUEST_ID_HEADER] = request_id
+        # SecurityMiddleware says it too, but not on an answer made when it failed itself
+        # (a refused Host with SECURE_SSL_REDIRECT): here, outermost, every answer has it.
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         api = api_of(request.path_info)
         HTTP_REQUESTS.inc(api, str(response.status_code))
         HTTP_DURATION.observe(time.perf_counter() - started, api)
