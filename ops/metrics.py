@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
@@ -26,8 +28,16 @@ def _gauge(name: str, help_text: str, labels: list[str] | None = None) -> GaugeM
     return GaugeMetricFamily(name, help_text, labels=labels)
 
 
-def _queue_families(now: Any) -> Iterator[GaugeMetricFamily]:
-    queue = selectors.queue(now=now)
+@dataclass
+class _Read:
+    """One scrape: its moment, and the model names the gauges met (their counters get 0s)."""
+
+    now: Any
+    models: set[str] = field(default_factory=set)
+
+
+def _queue_families(read: _Read) -> Iterator[GaugeMetricFamily]:
+    queue = selectors.queue(now=read.now)
     jobs = _gauge("aijobs_queue_jobs", "Jobs in each non-final state now", ["status", "job_type"])
     for (status, job_type), n in sorted(queue.jobs.items()):
         jobs.add_metric([status, job_type], n)
@@ -38,18 +48,20 @@ def _queue_families(now: Any) -> Iterator[GaugeMetricFamily]:
         oldest.add_metric([job_type], round(queue.oldest_due_seconds[job_type], 3))
     lapsed = _gauge("aijobs_leases_lapsed", "Locked or running jobs whose lease lapsed, not yet reaped")
     lapsed.add_metric([], queue.lapsed)
-    yield from (jobs, due, oldest, lapsed)
+    lock = _gauge("aijobs_job_lock_seconds", "AI_JOB_LOCK_SECONDS: a lease's length")
+    lock.add_metric([], settings.AI_JOB_LOCK_SECONDS)
+    yield from (jobs, due, oldest, lapsed, lock)
 
 
-def _runtime_families(now: Any) -> Iterator[GaugeMetricFamily]:
+def _runtime_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     active = _gauge(
         "aijobs_runtimes_active", "Runtime instances holding a live lease or seen in the last 2 x AI_JOB_LOCK_SECONDS"
     )
-    active.add_metric([], sum(1 for runtime in selectors.runtimes(now=now) if runtime.active))
+    active.add_metric([], sum(1 for runtime in selectors.runtimes(now=read.now) if runtime.active))
     yield active
 
 
-def _breaker_families(now: Any) -> Iterator[GaugeMetricFamily]:
+def _breaker_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     state = selectors.breaker().state
     breaker = _gauge("aijobs_breaker_state", "1 for the platform circuit breaker's current state", ["state"])
     for name in selectors.BREAKER_STATES:
@@ -67,17 +79,22 @@ def _breaker_families(now: Any) -> Iterator[GaugeMetricFamily]:
         yield gauge
 
 
-def _asynch_families(now: Any) -> Iterator[GaugeMetricFamily]:
+def _asynch_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     tasks = selectors.asynch_tasks()
-    models = {name for _, name in tasks} | {q.model_name for q in selectors.asynch_queue(tasks=tasks, slots={})}
+    queues = selectors.asynch_queue(tasks=tasks, slots={})  # every configured model, and those with tasks
+    read.models.update(q.model_name for q in queues)
     family = _gauge("asynch_tasks", "model-asynch tasks by state", ["state", "model_name"])
-    for name in sorted(models):
+    limit = _gauge("asynch_model_queue_limit", "A model's queueLimit: queued tasks it accepts (0: no limit)",
+                   ["model_name"])  # fmt: skip
+    for model in queues:
         for state in selectors.ASYNCH_STATES:
-            family.add_metric([str(state), name], tasks.get((state, name), 0))
-    yield family
+            family.add_metric([str(state), model.model_name], tasks.get((state, model.model_name), 0))
+        if model.queue_limit is not None:
+            limit.add_metric([model.model_name], model.queue_limit)
+    yield from (family, limit)
 
 
-def _semaphore_families(now: Any) -> Iterator[GaugeMetricFamily]:
+def _semaphore_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     family = _gauge("asynch_semaphore_in_use", "model-asynch semaphore slots held now, all tenants", ["model_name"])
     slots = selectors.asynch_slots()
     for model in selectors.asynch_queue(tasks={}, slots=slots):  # every configured model, 0 when idle
@@ -86,7 +103,7 @@ def _semaphore_families(now: Any) -> Iterator[GaugeMetricFamily]:
 
 
 # (source, what it reads): a source that fails is reported down and its families left out.
-_GAUGES: list[tuple[str, Callable[[Any], Iterator[GaugeMetricFamily]]]] = [
+_GAUGES: list[tuple[str, Callable[[_Read], Iterator[GaugeMetricFamily]]]] = [
     ("database", _queue_families),
     ("database", _runtime_families),
     ("database", _breaker_families),
@@ -95,23 +112,37 @@ _GAUGES: list[tuple[str, Callable[[Any], Iterator[GaugeMetricFamily]]]] = [
 ]
 
 
+def _seeds(models: set[str]) -> dict[metrics.Metric, list[tuple[str, ...]]]:
+    """The counters' label sets known in advance (``metrics.with_zeros``). A finished job
+    is seeded with no error code, but a cancelled one with the only code it ever has."""
+    types = selectors.job_types()
+    code = {"cancelled": "JOB_CANCELLED"}
+    return {
+        metrics.JOBS_FINISHED: [(s, t, code.get(s, "")) for s in selectors.FINAL_STATUSES for t in types],
+        metrics.MODEL_TOKENS: [(mode,) for mode in selectors.API_KEY_MODES],
+        metrics.HTTP_REQUESTS: [(api, s) for api in metrics.HTTP_APIS for s in metrics.HTTP_SEEDED_STATUSES],
+        metrics.HTTP_DURATION: [(api,) for api in metrics.HTTP_APIS],
+        metrics.ASYNCH_CALLS: [(name, outcome) for name in sorted(models) for outcome in metrics.ASYNCH_OUTCOMES],
+    }
+
+
 class Collector:
     def collect(self) -> Iterator[Any]:
-        now = timezone.now()
+        read = _Read(now=timezone.now())
         up: dict[str, int] = {}
-        for source, read in _GAUGES:
+        for source, gauges in _GAUGES:
             try:
-                families = list(read(now))
+                families = list(gauges(read))
             except Exception as error:
                 up[source] = 0
                 _warn.warning(
-                    f"gauge:{read.__name__}", "metrics: %s not read (%s: %s)", source, type(error).__name__, error
+                    f"gauge:{gauges.__name__}", "metrics: %s not read (%s: %s)", source, type(error).__name__, error
                 )
                 continue
             up.setdefault(source, 1)
             yield from families
         try:
-            recorded = list(metrics.store().collect())
+            recorded = metrics.with_zeros(metrics.store().collect(), _seeds(read.models))
             up["counters"] = 1
         except Exception as error:
             recorded = []

@@ -15,9 +15,11 @@ from ai_jobs.models import JobStatus
 from asynch import selectors as asynch
 from asynch.models import AsynchModel
 from quotas import services as quotas
-from quotas.models import CircuitState
+from quotas.models import ApiKeyMode, CircuitState
 
 QUEUE_STATUSES = (JobStatus.PENDING.value, JobStatus.LOCKED.value, JobStatus.RUNNING.value)
+FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+API_KEY_MODES = tuple(ApiKeyMode.values)
 ASYNCH_STATES = asynch.OPEN_STATES
 
 
@@ -122,6 +124,7 @@ class AsynchModelQueue:
     slots_in_use: int
     max_concurrency: int | None  # None: a model with tasks but no config (deleted)
     enabled: bool
+    queue_limit: int | None  # 0: no limit; None: no config
 
 
 def asynch_tasks() -> dict[tuple[int, str], int]:
@@ -134,7 +137,9 @@ def asynch_slots() -> dict[str, int]:
 
 def asynch_queue(*, tasks: dict[tuple[int, str], int], slots: dict[str, int]) -> list[AsynchModelQueue]:
     """Every configured model, and any other model that still has tasks."""
-    configs = {m.model_name: m for m in AsynchModel.objects.only("model_name", "max_concurrency", "enabled")}
+    configs = {
+        m.model_name: m for m in AsynchModel.objects.only("model_name", "max_concurrency", "enabled", "queue_limit")
+    }
     names = sorted(set(configs) | {name for _, name in tasks} | set(slots))
     return [
         AsynchModelQueue(
@@ -143,6 +148,7 @@ def asynch_queue(*, tasks: dict[tuple[int, str], int], slots: dict[str, int]) ->
             slots_in_use=slots.get(name, 0),
             max_concurrency=configs[name].max_concurrency if name in configs else None,
             enabled=configs[name].enabled if name in configs else False,
+            queue_limit=configs[name].queue_limit if name in configs else None,
         )
         for name in names
     ]

@@ -21,6 +21,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.runtime_fixtures import ROOT, database_url, free_port, wait_for
 
+# The metrics table of contract §8. name: (type, labels); a counter's family is named without ``_total``.
+CONTRACT_METRICS = {
+    "aijobs_queue_jobs": ("gauge", {"status", "job_type"}),
+    "aijobs_queue_oldest_pending_seconds": ("gauge", {"job_type"}),
+    "aijobs_leases_lapsed": ("gauge", set()),
+    "aijobs_jobs_finished": ("counter", {"status", "job_type", "error_code"}),
+    "aijobs_runtimes_active": ("gauge", set()),
+    "aijobs_breaker_state": ("gauge", {"state"}),
+    "aijobs_platform_tokens_today": ("gauge", set()),
+    "aijobs_platform_cost_cents_today": ("gauge", set()),
+    "aijobs_model_tokens": ("counter", {"api_key_mode"}),
+    "aijobs_http_requests": ("counter", {"api", "status"}),
+    "aijobs_http_request_duration_seconds": ("histogram", {"api"}),
+    "aijobs_notifications_failed": ("counter", set()),
+    "asynch_tasks": ("gauge", {"state", "model_name"}),
+    "asynch_model_calls": ("counter", {"model_name", "outcome"}),
+    "asynch_semaphore_in_use": ("gauge", {"model_name"}),
+}
+
 
 @dataclass
 class Scrape:

@@ -15,33 +15,14 @@ from django.utils import timezone
 from ai_jobs import services
 from ai_jobs.models import RuntimeInstance
 from asynch.semaphore import semaphore_key
-from config.observability import metrics
+from config.observability import metrics, middleware
 from tests.asynch_fixtures import get_semaphore, make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.ops_support import PrivateRedis, Scrape
+from tests.ops_support import CONTRACT_METRICS, PrivateRedis, Scrape
 
 # Real commits: the counters are recorded once the transaction that finished a job commits.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CONTRACT_METRICS = {
-    # name: (type, labels)
-    "aijobs_queue_jobs": ("gauge", {"status", "job_type"}),
-    "aijobs_queue_oldest_pending_seconds": ("gauge", {"job_type"}),
-    "aijobs_leases_lapsed": ("gauge", set()),
-    "aijobs_jobs_finished": ("counter", {"status", "job_type", "error_code"}),
-    "aijobs_runtimes_active": ("gauge", set()),
-    "aijobs_breaker_state": ("gauge", {"state"}),
-    "aijobs_platform_tokens_today": ("gauge", set()),
-    "aijobs_platform_cost_cents_today": ("gauge", set()),
-    "aijobs_model_tokens": ("counter", {"api_key_mode"}),
-    "aijobs_http_requests": ("counter", {"api", "status"}),
-    "aijobs_http_request_duration_seconds": ("histogram", {"api"}),
-    "aijobs_notifications_failed": ("counter", set()),
-    "asynch_tasks": ("gauge", {"state", "model_name"}),
-    "asynch_model_calls": ("counter", {"model_name", "outcome"}),
-    "asynch_semaphore_in_use": ("gauge", {"model_name"}),
-}
 
 
 def scrape(client: Client | None = None, **headers: str) -> Scrape:
@@ -78,6 +59,26 @@ def test_every_metric_of_the_contract_is_there_with_its_type_and_labels(runtime,
     assert found.value("asynch_tasks", state="2", model_name="echo") == 1
     assert found.value("aijobs_model_tokens_total", api_key_mode="platform_key") == 120
     assert found.value("aijobs_notifications_failed_total") == 1
+
+
+@pytest.mark.embedded
+def test_every_family_is_in_a_scrape_before_anything_happened_whichever_the_store():
+    found = scrape()
+    for name, (kind, labels) in CONTRACT_METRICS.items():
+        assert found.types.get(name) == kind, (name, found.types.get(name))
+        if "model_name" not in labels:  # no model configured: declared, with no sample
+            assert found.labels[name] == labels, (name, found.labels[name])
+    for status in ("succeeded", "failed", "cancelled"):
+        for job_type in ALL_TYPES:
+            assert found.has("aijobs_jobs_finished_total") and any(
+                sample == "aijobs_jobs_finished_total" and labels["status"] == status and labels["job_type"] == job_type
+                for sample, labels, _ in found.samples
+            ), (status, job_type)
+
+
+def test_the_apis_seeded_are_the_middleware_s():
+    assert set(metrics.HTTP_APIS) == {*middleware._API_OF.values(), "other"}
+    assert middleware.api_of("/no/such/path") in metrics.HTTP_APIS
 
 
 def test_three_jobs_are_pending_until_they_succeed_then_counted_as_finished(runtime):

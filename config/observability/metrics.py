@@ -25,7 +25,7 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,6 +87,15 @@ ASYNCH_CALLS = Metric("asynch_model_calls_total", "Real model calls of model-asy
 
 RECORDED: tuple[Metric, ...] = (JOBS_FINISHED, MODEL_TOKENS, HTTP_REQUESTS, HTTP_DURATION, NOTIFICATIONS_FAILED,
                                 ASYNCH_CALLS)  # fmt: skip
+
+# Label values known before anything happens, each given a 0 sample from the first scrape
+# (``with_zeros``): a rate over a series that does not exist yet sees nothing, and the
+# first event of a new series is lost to it. The ``api`` values are the middleware's; of
+# the status codes, an answer and the two server errors the platform gives, which the
+# server-error alert divides.
+HTTP_APIS = ("internal", "user", "asynch", "auth", "admin", "other")
+HTTP_SEEDED_STATUSES = ("200", "500", "503")
+ASYNCH_OUTCOMES = ("ok", "error", "timeout")
 
 
 class Store(Protocol):
@@ -230,6 +239,40 @@ def families_from_samples(samples: dict[str, float]) -> list[Any]:
                 family.add_metric(list(values), buckets, entry["sum"])
             families.append(family)
     return families
+
+
+def with_zeros(families: Iterable[Any], seeds: Mapping[Metric, Iterable[tuple[str, ...]]]) -> list[Any]:
+    """``families`` (a store's ``collect``) with every recorded family present, and a 0
+    sample for each label set of ``seeds`` not counted yet; a family without labels
+    gets its one sample unasked."""
+    from prometheus_client.metrics_core import Metric as Family
+
+    found = list(families)
+    by_name = {family.name: family for family in found}
+    for metric in RECORDED:
+        family = by_name.get(metric.family)
+        if family is None:
+            family = Family(metric.family, metric.help, metric.kind)
+            found.append(family)
+        counted_as = metric.name if metric.kind == "counter" else metric.name + "_count"
+        counted = {
+            tuple(sample.labels.get(label, "") for label in metric.labels)
+            for sample in family.samples
+            if sample.name == counted_as
+        }
+        for values in seeds.get(metric, ()) if metric.labels else [()]:
+            if values in counted:
+                continue
+            counted.add(values)
+            labels = dict(zip(metric.labels, values, strict=True))
+            if metric.kind == "counter":
+                family.add_sample(metric.name, labels, 0.0)
+                continue
+            for index in range(len(metric.buckets) + 1):
+                family.add_sample(metric.name + "_bucket", {**labels, "le": _le(metric.buckets, index)}, 0.0)
+            family.add_sample(metric.name + "_count", labels, 0.0)
+            family.add_sample(metric.name + "_sum", labels, 0.0)
+    return found
 
 
 class MultiprocessStore:
