@@ -26,7 +26,7 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv lock browser pgbouncer run test lint bench clean
+.PHONY: venv lock browser pgbouncer prometheus run test lint bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 # --require-hashes: every package, direct or transitive, is the very file that was locked.
@@ -59,6 +59,14 @@ pgbouncer:
 	@test -x /usr/sbin/pgbouncer || { echo "installing Debian's pgbouncer for the connection pooler test"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
+# The alert rules are checked and unit-tested by promtool, and tests/test_alerts_prometheus.py runs
+# a real Prometheus against a live server (Debian's package ships both programs; its service is
+# not wanted, nor node-exporter, which it recommends).
+prometheus:
+	@test -x /usr/bin/promtool && test -x /usr/bin/prometheus || { \
+	  echo "installing Debian's prometheus (prometheus and promtool) for the alert rules' tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 # DEBUG=true is what makes this a development setup: it lets every process start on the
 # development SECRET_KEY and credential key (with DEBUG false they refuse) and dev_bootstrap run.
 run: venv
@@ -88,7 +96,7 @@ run: venv
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
 # The suite runs with DEBUG false; its test-only SECRET_KEY and CREDENTIAL_ENCRYPTION_KEYS
 # come from tests/environment.py (a pytest plugin), so a bare .venv/bin/pytest has them too.
-test: venv browser pgbouncer
+test: venv browser pgbouncer prometheus
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)
