@@ -169,6 +169,20 @@ def gunicorn(log: Path, *, workers: int = 3, env: dict[str, str] | None = None) 
             process.wait()
 
 
+def admin_session(url: str, username: str, password: str) -> requests.Session:
+    """A session logged in to the admin of the server at ``url``, as a browser would."""
+    session = requests.Session()
+    session.get(f"{url}/admin/login/", timeout=10)
+    answer = session.post(
+        f"{url}/admin/login/?next=/admin/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        headers={"Referer": f"{url}/admin/login/"},
+        timeout=10,
+    )
+    assert answer.status_code == 200 and "Log out" in answer.text, answer.text[:500]
+    return session
+
+
 def settle(seconds: float = 0.5) -> None:
     """Let every worker flush its buffered counters (METRICS_FLUSH_SECONDS is 0.2 here)."""
     time.sleep(seconds)
