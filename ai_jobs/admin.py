@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus, TargetType
 from config import formatting
+from config.admin_actions import PermittedActionsAdmin, permission_check
 from config.errors import DomainError
 
 STATUS_CLASSES = {
@@ -105,11 +106,14 @@ class InvocationLogInline(TokensAndCost, ReadOnlyInline, admin.TabularInline):
 
 
 @admin.register(AiRuntimeJob)
-class AiRuntimeJobAdmin(admin.ModelAdmin):
+class AiRuntimeJobAdmin(PermittedActionsAdmin):
     """Jobs are written by the state machine only: every page is read-only (no Save,
     no Delete), and what an operator may do is an action (rerun, cancel) or the Rerun
     button on a failed job's page. The list is compact: two lines a row, so it fits
-    1,400 pixels beside its filters."""
+    1,400 pixels beside its filters.
+
+    Cancelling changes jobs (``change_airuntimejob``); a rerun makes a new job
+    (``add_airuntimejob``, which no page of its own grants: jobs are never added by hand)."""
 
     list_display = ["job", "status_badge", "who", "error", "lineage"]
     list_display_links = None  # the job column carries its own link
@@ -172,6 +176,8 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> bool:
         return False  # finished history goes with retention, not by hand
 
+    has_rerun_permission = permission_check("ai_jobs.add_airuntimejob")
+
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
 
@@ -179,7 +185,10 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         job = AiRuntimeJob.objects.filter(pk=object_id).only("status").first()
-        extra = {"status_badge": status_badge(job.status) if job else ""}
+        extra = {
+            "status_badge": status_badge(job.status) if job else "",
+            "can_rerun": self.has_rerun_permission(request),
+        }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
     # --- the list's columns -------------------------------------------------------------
@@ -237,7 +246,7 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
         page again with the reason it was refused."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        if not super().has_change_permission(request):
+        if not self.has_rerun_permission(request):
             raise PermissionDenied
         job = get_object_or_404(AiRuntimeJob.objects.select_related("user"), pk=object_id)
         try:
@@ -248,7 +257,7 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
         self.message_user(request, f"Job {job.pk} rerun as {rerun.pk}, pending.", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:ai_jobs_airuntimejob_change", args=[rerun.pk]))
 
-    @admin.action(description="Rerun selected failed jobs (as new jobs)")
+    @admin.action(description="Rerun selected failed jobs (as new jobs)", permissions=["rerun"])
     def rerun_failed(self, request: HttpRequest, queryset: QuerySet[AiRuntimeJob]) -> None:
         created = refused = 0
         for job in queryset.filter(status=JobStatus.FAILED).select_related("user"):
@@ -261,7 +270,7 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
         skipped = queryset.count() - created - refused
         self.message_user(request, f"{created} job(s) rerun as new jobs; {skipped} skipped (not failed).")
 
-    @admin.action(description="Cancel selected jobs")
+    @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[AiRuntimeJob]) -> None:
         ids = list(queryset.values_list("id", flat=True))
         cancelled, requested = services.jobs_cancel(job_ids=ids, reason="Cancelled by an operator")

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from asynch import egress, services
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
+from config.admin_actions import PermittedActionsAdmin, permission_check
 from config.errors import DomainError
 
 
@@ -132,7 +133,7 @@ class TenantApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(PermittedActionsAdmin):
     list_display = ["name", "id", "is_admin", "is_active", "created_at"]
     list_filter = ["is_admin", "is_active"]
     search_fields = ["name", "id"]
@@ -151,7 +152,10 @@ class TenantAdmin(admin.ModelAdmin):
             created = services.tenant_create(name=data["name"], is_admin=data["is_admin"])
             obj.pk = created.pk
 
-    @admin.action(description="Issue a new API key (shown once)")
+    # Issuing makes a tenant key: the permission to add keys, wherever the action sits.
+    has_issue_key_permission = permission_check("asynch.add_tenantapikey")
+
+    @admin.action(description="Issue a new API key (shown once)", permissions=["issue_key"])
     def issue_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
         for tenant in queryset:
             issued = services.tenant_key_create(tenant=tenant)
@@ -161,7 +165,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(TenantApiKey)
-class TenantApiKeyAdmin(admin.ModelAdmin):
+class TenantApiKeyAdmin(PermittedActionsAdmin):
     list_display = ["prefix", "tenant", "revoked", "created_at", "last_used_at"]
     list_filter = ["revoked"]
     search_fields = ["prefix", "tenant__name"]
@@ -171,14 +175,14 @@ class TenantApiKeyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are issued from the tenant page or create_tenant_key
 
-    @admin.action(description="Revoke selected keys")
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[TenantApiKey]) -> None:
         count = services.tenant_keys_revoke(key_ids=list(queryset.values_list("id", flat=True)))
         self.message_user(request, f"{count} key(s) revoked.")
 
 
 @admin.register(AsynchTask)
-class AsynchTaskAdmin(admin.ModelAdmin):
+class AsynchTaskAdmin(PermittedActionsAdmin):
     list_display = [
         "id",
         "tenant",
@@ -209,7 +213,7 @@ class AsynchTaskAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Retry selected failed tasks now (to the head of the queue)")
+    @admin.action(description="Retry selected failed tasks now (to the head of the queue)", permissions=["change"])
     def retry_now(self, request: HttpRequest, queryset: QuerySet[AsynchTask]) -> None:
         count = services.tasks_retry_now(task_ids=list(queryset.values_list("id", flat=True)))
         self.message_user(request, f"{count} failed task(s) queued again; others were not failed.")

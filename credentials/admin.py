@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from config.admin_actions import PermittedActionsAdmin, permission_check
 from credentials import services
 from credentials.models import Credential
 from credentials.services import credential_test
@@ -31,7 +32,7 @@ READONLY = [
 
 
 @admin.register(Credential)
-class CredentialAdmin(admin.ModelAdmin):
+class CredentialAdmin(PermittedActionsAdmin):
     list_display = ["id", "user", "name", "provider", "key_mask", "status", "key_id", "last_tested_at", "created_at"]
     list_filter = ["status", "provider", "key_id"]
     search_fields = ["id", "user__username", "name"]
@@ -47,7 +48,11 @@ class CredentialAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Credential | None = None) -> bool:
         return False  # deletion is soft, through the action below
 
-    @admin.action(description="Test selected credentials against the provider")
+    # The soft delete is a deletion: Django's permission to delete credentials.
+    has_soft_delete_permission = permission_check("credentials.delete_credential")
+
+    # A test records its outcome on the credential (and sends the user's key to the provider).
+    @admin.action(description="Test selected credentials against the provider", permissions=["change"])
     def test_credentials(self, request: HttpRequest, queryset: QuerySet[Credential]) -> None:
         ok = failed = 0
         for credential in queryset.filter(deleted_at__isnull=True):
@@ -56,7 +61,9 @@ class CredentialAdmin(admin.ModelAdmin):
         level = messages.SUCCESS if not failed else messages.WARNING
         self.message_user(request, f"{ok} credential(s) accepted by the provider; {failed} not.", level)
 
-    @admin.action(description="Delete selected credentials (soft: the sealed key is wiped)")
+    @admin.action(
+        description="Delete selected credentials (soft: the sealed key is wiped)", permissions=["soft_delete"]
+    )
     def soft_delete_credentials(self, request: HttpRequest, queryset: QuerySet[Credential]) -> None:
         live = list(queryset.filter(deleted_at__isnull=True))
         for credential in live:

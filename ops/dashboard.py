@@ -2,7 +2,7 @@
 healthy, how deep is the queue, which runtimes are alive, what the breaker is doing,
 how much was spent today. It reads ``ops.selectors``, as ``/metrics`` does, and
 redraws itself every few seconds (``?partial=1`` is the body alone); ``?wall=1``
-drops the admin's chrome for a wall screen."""
+drops the admin's chrome for a wall screen. It needs the permission to view jobs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -184,6 +185,9 @@ def dashboard_context(now: dt.datetime) -> dict[str, Any]:
 
 
 def dashboard_view(request: HttpRequest) -> HttpResponse:
+    # The screen shows the queue first: whoever may view jobs may view it.
+    if not admin.site.get_model_admin(AiRuntimeJob).has_view_or_change_permission(request):
+        raise PermissionDenied
     context = dashboard_context(timezone.now())
     context["wall"] = bool(request.GET.get("wall"))
     if request.GET.get("partial"):

@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -41,7 +42,8 @@ def admission(state: str, active: int) -> str:
 
 @admin.register(PlatformCircuitBreaker)
 class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
-    """One row; its page is the control panel (state, today's budget, history)."""
+    """One row; its page is the control panel (state, today's budget, history): read
+    with the permission to view the breaker, moved with the permission to change it."""
 
     list_display = ["state", "consecutive_failures", "changed_at", "changed_by", "reason"]
 
@@ -52,9 +54,12 @@ class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
         ]
 
     def control_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        may_change = self.has_change_permission(request)
         if request.method == "POST":
-            if not self.has_change_permission(request):
-                return HttpResponse(status=403)
+            if not may_change:
+                raise PermissionDenied
             form = BreakerForm(request.POST)
             if form.is_valid():
                 changed = services.breaker_transition(
@@ -83,10 +88,14 @@ class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
             "admission": admission(breaker.state, active_platform_jobs()),
             "failure_threshold": settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD,
             "events": CircuitBreakerEvent.objects.all()[:50],
-            "form": form,
+            "form": form if may_change else None,
             "opts": self.model._meta,
         }
         return render(request, "admin/quotas/breaker_control.html", context)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # The row moves through the panel's transitions only (each one recorded as an event).
+        return [f.name for f in PlatformCircuitBreaker._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
