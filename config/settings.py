@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "asynch",
     "runtime_worker",
     "ops",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -59,6 +60,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns an admin login it refused into the lockout page
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -283,6 +285,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Django admin's login (README: Operators): ADMIN_LOGIN_FAILURE_LIMIT failed logins for one
+# username from one address refuse that pair for ADMIN_LOGIN_COOLOFF_MINUTES, with django-axes
+# (ops.admin_login). Not /auth/*: the API's logins have their throttles.
+ADMIN_LOGIN_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+ADMIN_LOGIN_COOLOFF_MINUTES = env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15)
+AUTHENTICATION_BACKENDS = [
+    "ops.admin_login.AdminLoginLockoutBackend",  # first: a locked pair is refused before any hashing
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ONLY_ADMIN_SITE = True
+AXES_HANDLER = "ops.admin_login.AdminLoginHandler"
+AXES_FAILURE_LIMIT = ADMIN_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=ADMIN_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The cool-off runs from the failure that locked the pair; tries while locked do not extend it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "ops.admin_login.client_address"
+AXES_USERNAME_CALLABLE = "ops.admin_login.login_username"
+AXES_LOCKOUT_CALLABLE = "ops.admin_login.lockout_response"
+AXES_VERBOSE = False  # no banner from every process at start
 # AI analysis is the learner's consent (seed 002 §1.2): off for a new user unless this says otherwise.
 AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=False)
 AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from ai_jobs.services import retention as jobs
 from asynch import retention as asynch
 from config.retention import Progress, Report, Sweep, prune
+from ops import admin_login
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ SWEEPS: list[Sweep] = [
     asynch.UNCLAIMED,
     jobs.QUEUE_SAMPLES,
     jobs.RUNTIME_INSTANCES,
+    *admin_login.SWEEPS,
 ]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from axes.models import AccessAttempt, AccessAttemptExpiration, AccessFailureLog, AccessLog
+from django.test import Client
 from django.utils import timezone
 
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
@@ -76,13 +78,27 @@ def run_job(runtime: RuntimeClient, job: AiRuntimeJob, *, tag: str) -> AiRuntime
     return AiRuntimeJob.objects.get(id=job.id)
 
 
+def admin_login_traces(username: str) -> None:
+    """What the admin's login records hold of a username: a failed login at
+    ``/admin/login/`` (an attempt), and, as if the account had been staff once, an access
+    log, a failure log and an attempt's expiry (rows of axes' kept when their settings are on)."""
+    response = Client().post("/admin/login/", {"username": username, "password": "a wrong guess"})
+    assert response.status_code == 200 and AccessAttempt.objects.filter(username=username.lower()).exists()
+    attempt = AccessAttempt.objects.get(username=username.lower())
+    AccessAttemptExpiration.objects.create(access_attempt=attempt, expires_at=timezone.now())
+    seen = {"ip_address": "127.0.0.1", "user_agent": "a browser", "path_info": "/admin/login/"}
+    AccessLog.objects.create(username=username, **seen)
+    AccessFailureLog.objects.create(username=username, **seen)
+
+
 def learner_with_everything(runtime: RuntimeClient, *, tag: str = "x", **user_fields: str) -> Everything:
     """A learner with learning data, settings, usage, a credential, a succeeded job
     of every type (snapshot, result, invocation log, outputs, candidates, published
     questions and cards, notices), a failed job and its rerun, a cancelled and a
-    pending job, and a snapshot a rebuild replaced."""
+    pending job, a snapshot a rebuild replaced, and the admin's records of a login."""
     learner = Learner(**user_fields)
     user = learner.user
+    admin_login_traces(user.username)
     knowledge_base = KnowledgeBaseFactory(user=user)
     MaterialFactory(knowledge_base=knowledge_base)
     StudyRecordFactory(knowledge_point=KnowledgePointFactory(knowledge_base=knowledge_base))

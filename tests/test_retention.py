@@ -3,7 +3,8 @@ batches, snapshots of jobs finished past ``AI_SNAPSHOT_RETENTION_DAYS``, finishe
 with their results and logs past ``AI_JOB_RETENTION_DAYS`` (the user's outputs stay,
 with their ``jobId``), notifications past ``AI_NOTIFICATION_RETENTION_DAYS`` and
 model-asynch tasks nobody picked up past ``ASYNCH_UNCLAIMED_RETENTION_SECONDS``, with
-their files; ``--dry-run`` counts exactly what the real run deletes."""
+their files, and the admin's login records (attempts past the cool-off, logs past 90
+days); ``--dry-run`` counts exactly what the real run deletes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 import threading
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings as django_settings
 from django.core.files.storage import storages
 from django.core.management import call_command
@@ -146,6 +148,10 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     QueueSample.objects.create(minute=now.replace(second=0, microsecond=0))
     RuntimeInstance.objects.create(instance_id="gone", last_seen_at=now - dt.timedelta(days=8))
     RuntimeInstance.objects.create(instance_id="alive", last_seen_at=now)
+    # The admin's login records: an attempt past the cool-off, logs past their 90 days.
+    AccessAttempt.objects.filter(username=first.user.username).update(attempt_time=now - dt.timedelta(minutes=16))
+    for model in (AccessLog, AccessFailureLog):
+        model.objects.filter(username=first.user.username).update(attempt_time=now - dt.timedelta(days=91))
 
     dry = prune("--dry-run")
     assert all(dry.values()), dry  # something of every kind is due
@@ -153,6 +159,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
         real = prune()
     assert real == dry
     assert dry["snapshots"] == 5 + 5 + 1 and dry["asynchUnclaimed"] == 3 and dry["queueSamples"] == 4
+    assert (dry["adminLoginAttempts"], dry["adminLoginLogs"], dry["adminLoginFailures"]) == (2, 1, 1)  # 2: its expiry
     assert prune("--dry-run") == dict.fromkeys(dry, 0)
 
     storage = storages[django_settings.ASYNCH_STORAGE_ALIAS]
@@ -161,6 +168,8 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert set(AsynchTask.objects.values_list("id", flat=True)) == {task.id for task in kept_tasks}
     instances = set(RuntimeInstance.objects.values_list("instance_id", flat=True))
     assert "alive" in instances and "gone" not in instances
+    for model in (AccessAttempt, AccessLog, AccessFailureLog):
+        assert set(model.objects.values_list("username", flat=True)) == {second.user.username}
 
 
 def test_the_same_per_table_counts_from_the_service(runtime, django_capture_on_commit_callbacks):
