@@ -1,15 +1,26 @@
-"""Bad input that never reaches a view: a NUL character in the path or the query
-string. PostgreSQL cannot compare text with NUL, so without this any lookup by
-such an id or filter would end in a database error instead of the contract's
-answer."""
+"""Middleware of the project's own.
+
+``RejectNulMiddleware``: bad input that never reaches a view, a NUL character in the
+path or the query string. PostgreSQL cannot compare text with NUL, so without this any
+lookup by such an id or filter would end in a database error instead of the contract's
+answer.
+
+``PagesCSPMiddleware``: the ``Content-Security-Policy`` of the pages a browser shows
+(``CONTENT_SECURITY_POLICY``: scripts, styles and everything else from this origin
+only), django-csp's middleware on the admin's pages and the API docs, and not a step
+more on the JSON APIs, which no browser renders."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from csp.middleware import CSPMiddleware
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 
 from config.errors import ErrorCode, error_body
+
+PAGE_PREFIXES = ("/admin/", "/api/docs")
 
 
 class RejectNulMiddleware:
@@ -34,3 +45,14 @@ class RejectNulMiddleware:
                 status=400,
             )
         return self.get_response(request)
+
+
+class PagesCSPMiddleware(CSPMiddleware):
+    def process_request(self, request: HttpRequest) -> None:
+        if request.path_info.startswith(PAGE_PREFIXES):
+            super().process_request(request)
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if request.path_info.startswith(PAGE_PREFIXES):
+            return super().process_response(request, response)
+        return response

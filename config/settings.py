@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.observability.logging import logging_config
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
     "runtime_worker",
     "ops",
     "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -60,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.PagesCSPMiddleware",  # the admin's pages and the API docs (config/middleware.py)
     "axes.middleware.AxesMiddleware",  # last: turns an admin login it refused into the lockout page
 ]
 
@@ -190,6 +193,22 @@ SPECTACULAR_SETTINGS = {
         "JobTypeEnum": "ai_jobs.job_types.choices",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
     },
+}
+
+# What the admin's pages and the API docs may load (README: Operators): this origin's scripts,
+# styles, images and fetches, nothing inline, no plugin, no frame around them. The API docs
+# add data: images (Swagger UI's stylesheet carries its icons so).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
 }
 
 # Contract §1: a backing service that is down answers 503 SERVICE_UNAVAILABLE with this
