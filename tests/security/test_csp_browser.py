@@ -23,8 +23,7 @@ from ai_jobs.models import AiRuntimeJob
 from asynch.models import AsynchTask
 from asynch.services import tenant_create
 from quotas import services as quotas
-from quotas.models import UserAiSettings
-from tests.factories import JobFactory, UserFactory
+from tests.factories import JobFactory
 from tests.ops_support import Gunicorn
 from tests.security.admin_support import PASSWORD, POLICY, admin_gunicorn, collected_static, policy_of, staff
 from tests.test_dashboard_browser import ARTIFACTS, browser  # noqa: F401  (the browser fixture)
@@ -93,7 +92,6 @@ def test_every_admin_page_works_under_a_same_origin_policy_with_nothing_blocked(
     pending = JobFactory()
     tenant = tenant_create(name="acme")
     AsynchTask.objects.create(tenant=tenant, model_name="model-service", state=3)
-    settings_row = UserAiSettings.objects.create(user=UserFactory(username="ada"))
     quotas.platform_usage_add(tokens=3_456_789, cost_cents=Decimal("12345.6789"))
     base = server.url
 
@@ -164,9 +162,9 @@ def test_every_admin_page_works_under_a_same_origin_policy_with_nothing_blocked(
     _shot(page, "dashboard")
 
     # Django's widgets and lists: a raw-id lookup and a date hierarchy with filters.
-    page.goto(f"{base}/admin/quotas/useraisettings/{settings_row.pk}/change/")
+    page.goto(f"{base}/admin/learning/studyrecord/add/")
     _settle(page)
-    assert page.locator("a.related-lookup").count() == 1
+    assert page.locator("a.related-lookup").count() == 2  # the user, the knowledge point
     page.click("a[id^=calendarlink]")  # Django's calendar, drawn by its script
     assert page.locator(".calendarbox").first.is_visible()
     _shot(page, "change-form")
@@ -195,7 +193,7 @@ def test_every_admin_page_works_under_a_same_origin_policy_with_nothing_blocked(
     ]
     for path in ["/admin/login/?next=/admin/", "/admin/", "/admin/ai_jobs/airuntimejob/",
                  f"/admin/ai_jobs/airuntimejob/{failed.id}/change/", "/admin/quotas/platformcircuitbreaker/",
-                 "/admin/ai_jobs/airuntimejob/dashboard/", f"/admin/quotas/useraisettings/{settings_row.pk}/change/",
+                 "/admin/ai_jobs/airuntimejob/dashboard/", "/admin/learning/studyrecord/add/",
                  "/admin/asynch/asynchtask/", "/admin/ai_jobs/airuntimejobz/"]:  # fmt: skip
         assert policy_of(watched.documents[path]["content-security-policy"]) == POLICY, path
     assert policy_of(watched.documents["/api/docs"]["content-security-policy"]) == {**POLICY, "img-src": "'self' data:"}
