@@ -187,7 +187,8 @@ def test_snapshots_and_prompts_never_carry_the_username_or_email(runtime):
     assert "username" not in snapshots.build_data(user=learner.user, target_type="user", target_id="me")["learner"]
 
 
-def test_make_runs_bootstrap_account_has_ai_analysis_on(capsys):
+def test_make_runs_bootstrap_account_has_ai_analysis_on(capsys, settings):
+    settings.DEBUG = True  # make run's setting: dev_bootstrap refuses to run without it
     call_command("dev_bootstrap", username="admin", password="admin", port=8000)
     user = get_user_model().objects.get(username="admin")
     assert quotas.ai_settings_get(user=user).ai_analysis_enabled is True

@@ -67,7 +67,8 @@ def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of
         "LOG_FORMAT": "json",
         "CREDENTIAL_DEV_KEY_WARNING": "false",
     }
-    setup_env = {k: v for k, v in {**os.environ, **env}.items() if v != "<unset>"}
+    # make run's setup: dev_bootstrap runs only with DEBUG on (the server below runs without).
+    setup_env = {k: v for k, v in {**os.environ, **env, "DEBUG": "true"}.items() if v != "<unset>"}
     for command in (["migrate", "--noinput", "-v0"], ["dev_bootstrap"]):
         subprocess.run(
             [sys.executable, "manage.py", *command], cwd=ROOT, env=setup_env, check=True, capture_output=True
