@@ -8,10 +8,13 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
-        from django.db.models.signals import post_save
+        from django.db.models.signals import post_save, pre_save
 
         from accounts import services
 
-        # Every user gets a public id the moment it exists, however it was made
-        # (registration, the admin, createsuperuser, a test's factory).
-        post_save.connect(services.account_on_user_saved, sender=get_user_model(), dispatch_uid="accounts.public_id")
+        user_model = get_user_model()
+        # However a user is made or changed (registration, the admin, createsuperuser,
+        # a test's factory): its username is stored normalized, and it gets a public id
+        # and a username key the moment it exists.
+        pre_save.connect(services.user_on_saving, sender=user_model, dispatch_uid="accounts.username")
+        post_save.connect(services.account_on_user_saved, sender=user_model, dispatch_uid="accounts.public_id")

@@ -4,7 +4,15 @@
 Its own table, one row per ``auth.User``, created with the user (``post_save``) and
 backfilled for the users that existed before it: Django's ``auth.User`` cannot gain
 a column without swapping the user model, which an existing database does not allow.
-Reads that render many users' ids join it (one statement, not one per row)."""
+Reads that render many users' ids join it (one statement, not one per row).
+
+It also holds ``username_key`` (``accounts.usernames``), unique: the database, not a
+check before an insert, is what keeps two registrations of ``alice`` and ``ALICE``
+racing each other from both succeeding, on PostgreSQL and SQLite alike (a unique
+expression index on ``auth_user`` would need ``lower()``, which differs from Python's
+casefold on PostgreSQL and knows only ASCII on SQLite). Empty (NULL) only for an
+account that shared its key with an older one when the key was introduced (README:
+Accounts and users' ids)."""
 
 from __future__ import annotations
 
@@ -25,6 +33,8 @@ class Account(models.Model):
     )
     public_id = models.CharField(max_length=40, unique=True, default=partial(new_id, PUBLIC_ID_PREFIX), editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+    # A TextField: casefolding may lengthen a name past the username's 150 characters.
+    username_key = models.TextField(unique=True, null=True, editable=False)
 
     class Meta:
         db_table = "accounts_account"

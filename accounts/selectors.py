@@ -1,4 +1,4 @@
-"""Reads of users' public ids."""
+"""Reads of users' public ids and usernames."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import OuterRef, Subquery
 
 from accounts.models import Account
+from accounts.usernames import username_key
 
 # ``targetId`` of a ``user`` target that names the caller (contract §2).
 ME = "me"
@@ -52,3 +53,21 @@ def names_user(user: AbstractBaseUser, target_id: str | None) -> bool:
 def resolve_me(user: AbstractBaseUser, target_id: str) -> str:
     """``"me"`` as the caller's public id; any other id as it is."""
     return public_id_of(user) if target_id == ME else target_id
+
+
+def username_taken(username: str, *, other_than: int | None = None) -> bool:
+    """Whether an account other than user ``other_than``'s holds a name that is one
+    with ``username`` (``accounts.usernames``)."""
+    return Account.objects.filter(username_key=username_key(username)).exclude(user_id=other_than).exists()
+
+
+def user_by_username(username: str) -> AbstractBaseUser | None:
+    """The user a login names, whatever the spelling: the one with exactly that
+    (normalized) username, else the account holding its key. The exact match first,
+    for the accounts that shared their key with an older one when keys came in
+    (accounts 0003): they log in with their own spelling."""
+    user_model = get_user_model()
+    exact = user_model._default_manager.filter(username=username).first()
+    if exact is not None:
+        return exact
+    return user_model._default_manager.filter(account__username_key=username_key(username)).first()

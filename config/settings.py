@@ -311,7 +311,9 @@ ADMIN_LOGIN_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
 ADMIN_LOGIN_COOLOFF_MINUTES = env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15)
 AUTHENTICATION_BACKENDS = [
     "ops.admin_login.AdminLoginLockoutBackend",  # first: a locked pair is refused before any hashing
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's, by the username in any case or spelling that normalizes to it
+    # (accounts.usernames): one account, in the user API and in the admin.
+    "accounts.backends.UsernameBackend",
 ]
 AXES_ONLY_ADMIN_SITE = True
 AXES_HANDLER = "ops.admin_login.AdminLoginHandler"

@@ -14,12 +14,13 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 
+from accounts.admin import AccountUserAdmin
 
-class UserWithEverythingAdmin(UserAdmin):
+
+class UserWithEverythingAdmin(AccountUserAdmin):
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, set[str], Any]:
         to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
         if self.has_delete_permission(request):
@@ -44,6 +45,6 @@ class UserWithEverythingAdmin(UserAdmin):
 
 
 _User = get_user_model()
-if admin.site.is_registered(_User) and type(admin.site.get_model_admin(_User)) is UserAdmin:
+if admin.site.is_registered(_User) and type(admin.site.get_model_admin(_User)) is AccountUserAdmin:
     admin.site.unregister(_User)
     admin.site.register(_User, UserWithEverythingAdmin)

@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from accounts.usernames import username_key
 from config import sql
 
 _PERIODS = {
@@ -194,11 +195,13 @@ class AuthIpThrottle(FixedWindowThrottle):
 
 class AuthUsernameThrottle(FixedWindowThrottle):
     """``AUTH_THROTTLE_RATE`` per username on ``/auth/*``, whatever the address: the
-    username the view finds in the request (``throttle_username``), in any case."""
+    username the view finds in the request (``throttle_username``) by its key, the one
+    registration and login compare (``accounts.usernames``: ``" alice"``, ``"ALICE"``
+    and ``"\\uff21LICE"``, with a fullwidth A, share one count)."""
 
     scope = "auth-user"
     rate_setting = "AUTH_THROTTLE_RATE"
 
     def ident_for(self, request: Request, view: APIView) -> str | None:
         name = getattr(view, "throttle_username", lambda _request: None)(request)
-        return f"user:{name.lower()}" if name else None
+        return f"user:{username_key(name)}" if name else None
