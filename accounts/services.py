@@ -1,4 +1,5 @@
-"""Accounts: registering a learner, and every user's public id and username key."""
+"""Accounts: registering a learner, every user's public id and username key, and the
+user API's sessions (refresh rotation, logout, a password change)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.settings import api_settings
+from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
+from rest_framework_simplejwt.utils import datetime_from_epoch
 
 from accounts.models import Account
-from accounts.selectors import username_taken
+from accounts.selectors import user_with_account, username_taken
+from accounts.tokens import RefreshToken, token_is_current, token_pair
 from accounts.usernames import username_key, username_normalize
 from config.errors import DomainError, ErrorCode
 
@@ -56,6 +62,12 @@ def account_on_user_saved(
         raise
 
 
+def tokens_on_user_deleting(sender: type, instance: AbstractBaseUser, **_: Any) -> None:
+    """``pre_delete`` of a user: their refresh tokens' rows go with them (simplejwt's
+    foreign key would only empty their ``user``)."""
+    OutstandingToken.objects.filter(user_id=instance.pk).delete()
+
+
 def _taken() -> DomainError:
     return DomainError(
         ErrorCode.VALIDATION_ERROR,
@@ -87,3 +99,79 @@ def account_register(*, username: str, password: str, email: str = "") -> Abstra
             return User.objects.create_user(username=username, email=email, password=password)
     except IntegrityError:  # a concurrent registration of the same name won
         raise _taken() from None
+
+
+def _unauthorized(message: str) -> DomainError:
+    return DomainError(ErrorCode.UNAUTHORIZED, message)
+
+
+def _live_refresh(raw: str) -> tuple[RefreshToken, AbstractBaseUser]:
+    """The refresh token ``raw`` and its user, if it is still good: signed by us,
+    unexpired, never used up, and issued to a user who still exists, is active and
+    has the password it was issued under."""
+    try:
+        token = RefreshToken(raw)  # signature, expiry, type and the blacklist
+    except TokenError as error:
+        raise _unauthorized(f"The refresh token is not valid: {error}") from None
+    user = user_with_account(str(token.get(api_settings.USER_ID_CLAIM, "")))
+    if user is None or not user.is_active or not token_is_current(token, user):
+        raise _unauthorized("The refresh token's account no longer accepts it: log in again")
+    return token, user
+
+
+def _use_up(token: RefreshToken, user: AbstractBaseUser) -> None:
+    """Blacklist ``token``. Two requests with one token both get here; the blacklist's
+    unique row lets exactly one of them through. The row keeps the token's id and
+    expiry, never the token."""
+    outstanding, _ = OutstandingToken.objects.get_or_create(
+        jti=token[api_settings.JTI_CLAIM],
+        defaults={
+            "user_id": user.pk,
+            "token": "",
+            "created_at": datetime_from_epoch(token["iat"]),
+            "expires_at": datetime_from_epoch(token["exp"]),
+        },
+    )
+    try:
+        with transaction.atomic():
+            BlacklistedToken.objects.create(token=outstanding)
+    except IntegrityError:
+        raise _unauthorized("The refresh token is not valid: Token is blacklisted") from None
+
+
+def session_refresh(*, refresh: str) -> dict[str, str]:
+    """``POST /auth/token/refresh``: a new access token and a new refresh token; the
+    one given is used up."""
+    token, user = _live_refresh(refresh)
+    with transaction.atomic():
+        _use_up(token, user)
+    return token_pair(user)
+
+
+def session_logout(*, refresh: str) -> None:
+    """``POST /auth/logout``: the refresh token is used up, for good."""
+    token, user = _live_refresh(refresh)
+    with transaction.atomic():
+        _use_up(token, user)
+
+
+def account_password_change(*, user: AbstractBaseUser, old_password: str, new_password: str) -> None:
+    """``POST /auth/password``: a new password, Django's validators deciding what it
+    may be. Every token issued before names the old one (``accounts.tokens``) and is
+    refused from now on."""
+    if not user.check_password(old_password):
+        raise DomainError(
+            ErrorCode.VALIDATION_ERROR,
+            "Request validation failed: the old password is not right",
+            fields={"oldPassword": ["This is not the account's password."]},
+        )
+    try:
+        validate_password(new_password, user=user)
+    except DjangoValidationError as error:
+        raise DomainError(
+            ErrorCode.VALIDATION_ERROR,
+            "Request validation failed: " + " ".join(error.messages),
+            fields={"newPassword": list(error.messages)},
+        ) from None
+    user.set_password(new_password)
+    user.save(update_fields=["password"])

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework_simplejwt",
+    "rest_framework_simplejwt.token_blacklist",  # used-up refresh tokens (accounts.services)
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "accounts",
@@ -292,7 +293,9 @@ SIMPLE_JWT = {
     "USER_ID_FIELD": "account__public_id",
     "USER_ID_CLAIM": "sub",
     "TOKEN_OBTAIN_SERIALIZER": "accounts.api.tokens.TokenObtainSerializer",
-    "TOKEN_REFRESH_SERIALIZER": "accounts.api.tokens.TokenRefreshSerializer",
+    # A refresh rotates and the token it was given is used up (accounts.services).
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
 }
 # Accounts (contract §2): learners register themselves unless this is off; /auth/* is
 # throttled per client IP and per username.

@@ -1,7 +1,7 @@
 """Retention (contract §9): every kind of data that is deleted once past its time,
 in the order a run deletes them. Each app declares its own kinds
-(``ai_jobs.services.retention``, ``asynch.retention``); ``config.retention`` runs them
-in bounded batches. Celery beat runs ``data_prune`` every
+(``ai_jobs.services.retention``, ``asynch.retention``, ``accounts.retention``);
+``config.retention`` runs them in bounded batches. Celery beat runs ``data_prune`` every
 ``RETENTION_INTERVAL_SECONDS`` (``ops.tasks.prune_data``); ``python manage.py
 prune_data [--dry-run]`` runs it on demand."""
 
@@ -13,6 +13,7 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
+from accounts import retention as accounts
 from ai_jobs.services import retention as jobs
 from asynch import retention as asynch
 from config.retention import Progress, Report, Sweep, prune
@@ -30,6 +31,7 @@ SWEEPS: list[Sweep] = [
     jobs.QUEUE_SAMPLES,
     jobs.RUNTIME_INSTANCES,
     *admin_login.SWEEPS,
+    accounts.EXPIRED_TOKENS,
 ]
 
 

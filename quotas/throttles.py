@@ -197,11 +197,17 @@ class AuthUsernameThrottle(FixedWindowThrottle):
     """``AUTH_THROTTLE_RATE`` per username on ``/auth/*``, whatever the address: the
     username the view finds in the request (``throttle_username``) by its key, the one
     registration and login compare (``accounts.usernames``: ``" alice"``, ``"ALICE"``
-    and ``"\\uff21LICE"``, with a fullwidth A, share one count)."""
+    and ``"\\uff21LICE"``, with a fullwidth A, share one count); or, for a call that
+    names its user otherwise (a refresh token, the access token), that user's public id
+    (``throttle_user``)."""
 
     scope = "auth-user"
     rate_setting = "AUTH_THROTTLE_RATE"
 
     def ident_for(self, request: Request, view: APIView) -> str | None:
         name = getattr(view, "throttle_username", lambda _request: None)(request)
-        return f"user:{username_key(name)}" if name else None
+        if name:
+            return f"user:{username_key(name)}"
+        user = getattr(view, "throttle_user", lambda _request: None)(request)
+        # Apart from usernames: a name spelled like someone's public id is not them.
+        return f"id:{user}" if user else None

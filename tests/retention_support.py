@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from axes.models import AccessAttempt, AccessAttemptExpiration, AccessFailureLog, AccessLog
 from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
+from rest_framework_simplejwt.token_blacklist.models import OutstandingToken
 
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
 from ai_jobs.notifications import notification_create_for_job
@@ -26,6 +28,7 @@ from tests.learning_factories import (
 from tests.user_api_support import Learner
 
 KNOWLEDGE_BASE_TYPES = {"quiz_generation", "flashcard_generation"}
+FACTORY_PASSWORD = "pw-123456"  # tests.factories.UserFactory's
 
 
 @dataclass
@@ -95,10 +98,15 @@ def learner_with_everything(runtime: RuntimeClient, *, tag: str = "x", **user_fi
     """A learner with learning data, settings, usage, a credential, a succeeded job
     of every type (snapshot, result, invocation log, outputs, candidates, published
     questions and cards, notices), a failed job and its rerun, a cancelled and a
-    pending job, a snapshot a rebuild replaced, and the admin's records of a login."""
+    pending job, a snapshot a rebuild replaced, the admin's records of a login, and a
+    session of the user API whose first refresh token a refresh used up."""
     learner = Learner(**user_fields)
     user = learner.user
     admin_login_traces(user.username)
+    login = APIClient().post("/auth/token", {"username": user.username, "password": FACTORY_PASSWORD}, format="json")
+    assert login.status_code == 200, login.json()
+    refreshed = APIClient().post("/auth/token/refresh", {"refresh": login.json()["refresh"]}, format="json")
+    assert refreshed.status_code == 200, refreshed.json()
     knowledge_base = KnowledgeBaseFactory(user=user)
     MaterialFactory(knowledge_base=knowledge_base)
     StudyRecordFactory(knowledge_point=KnowledgePointFactory(knowledge_base=knowledge_base))
@@ -136,3 +144,8 @@ def age_job(job: AiRuntimeJob, *, days: float) -> None:
     AiRuntimeJob.objects.filter(id=job.id).update(finished_at=finished, created_at=finished - dt.timedelta(minutes=1))
     AiJobSnapshot.objects.filter(id=job.snapshot_id).update(created_at=finished - dt.timedelta(minutes=1))
     Notification.objects.filter(job_id=job.id).update(created_at=finished)
+
+
+def age_tokens(user, *, days: float) -> None:
+    """As if the user's used-up refresh tokens had expired ``days`` ago."""
+    OutstandingToken.objects.filter(user=user).update(expires_at=timezone.now() - dt.timedelta(days=days))

@@ -3,8 +3,9 @@ batches, snapshots of jobs finished past ``AI_SNAPSHOT_RETENTION_DAYS``, finishe
 with their results and logs past ``AI_JOB_RETENTION_DAYS`` (the user's outputs stay,
 with their ``jobId``), notifications past ``AI_NOTIFICATION_RETENTION_DAYS`` and
 model-asynch tasks nobody picked up past ``ASYNCH_UNCLAIMED_RETENTION_SECONDS``, with
-their files, and the admin's login records (attempts past the cool-off, logs past 90
-days); ``--dry-run`` counts exactly what the real run deletes."""
+their files, the admin's login records (attempts past the cool-off, logs past 90
+days) and used-up refresh tokens once expired; ``--dry-run`` counts exactly what the
+real run deletes."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from config.retention import sweep_run
 from ops import retention
 from ops.tasks import prune_data
 from tests.asynch_fixtures import tenant_client
-from tests.retention_support import age_job, learner_with_everything
+from tests.retention_support import age_job, age_tokens, learner_with_everything
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -137,6 +138,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     for job in second.jobs.values():
         age_job(job, days=8)
     age_job(second.failed, days=40)  # its snapshot and notices go, the job stays
+    age_tokens(first.user, days=1)  # its used-up refresh token expired: refusing it needs no row
     tenant = tenant_client("biz").tenant
     old_tasks = [unclaimed_task(tenant, finished_days_ago=8) for _ in range(3)]
     kept_tasks = [
@@ -160,6 +162,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert real == dry
     assert dry["snapshots"] == 5 + 5 + 1 and dry["asynchUnclaimed"] == 3 and dry["queueSamples"] == 4
     assert (dry["adminLoginAttempts"], dry["adminLoginLogs"], dry["adminLoginFailures"]) == (2, 1, 1)  # 2: its expiry
+    assert dry["expiredTokens"] == 2  # the outstanding token and its blacklist row; the second learner's stay
     assert prune("--dry-run") == dict.fromkeys(dry, 0)
 
     storage = storages[django_settings.ASYNCH_STORAGE_ALIAS]

@@ -131,3 +131,6 @@ def test_nullable_fields_are_documented_nullable(client):
     assert profile["properties"]["updatedAt"]["nullable"] is True  # a profile never saved
     assert "userId" in schema["components"]["schemas"]["AiProfile"]["properties"]
     assert "/auth/register" in schema["paths"] and "delete" in schema["paths"]["/ai/learning-profile"]
+    for path in ("/auth/logout", "/auth/password"):  # a session's end: no body, or why not
+        assert {"204", "400", "401", "429"} <= set(schema["paths"][path]["post"]["responses"]), path
+    assert schema["components"]["schemas"]["Rotated"]["required"] == ["access", "refresh"]

@@ -1,4 +1,4 @@
-"""Wire shapes of ``/auth/*`` (contract §2)."""
+"""Wire shapes of ``/auth/*`` (contract §2, §10)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,15 @@ class TokenPairSerializer(serializers.Serializer):
     refresh = serializers.CharField()
 
 
-class AccessSerializer(serializers.Serializer):
+class RefreshInSerializer(serializers.Serializer):
+    refresh = serializers.CharField(write_only=True)
+
+
+class RotatedSerializer(serializers.Serializer):
     access = serializers.CharField()
-    refresh = serializers.CharField(required=False, help_text="Only when refresh tokens rotate")
+    refresh = serializers.CharField(help_text="The refresh token to use next: the one sent is used up")
+
+
+class PasswordChangeInSerializer(serializers.Serializer):
+    oldPassword = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+    newPassword = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)

@@ -1,12 +1,10 @@
-"""JWTs that name their user by the public id (contract §2): the token a client
-holds carries ``sub: "usr_…"``, never the database's integer key."""
+"""The user API's JWT authentication (contract §2): the user named by the token's
+public id, loaded with their account in one fixed statement, and only while the token
+is current: the user exists, is active and has the password the token was issued
+under (``accounts.tokens``)."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.contrib.rest_framework_simplejwt import SimpleJWTScheme
 from rest_framework import exceptions
@@ -17,55 +15,14 @@ from rest_framework_simplejwt.exceptions import InvalidToken, TokenError
 from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.utils import aware_utcnow
 
-from accounts.models import Account
-from accounts.selectors import public_id_of
-from config.sql import columns, fetch, from_row
+from accounts.selectors import user_with_account
+from accounts.tokens import AccessToken, RefreshToken, token_is_current, token_pair
 
-
-class RefreshToken(tokens.RefreshToken):
-    @classmethod
-    def for_user(cls, user: AbstractBaseUser) -> RefreshToken:
-        # simplejwt reads ``getattr(user, USER_ID_FIELD)``; the public id is on the account.
-        token = cls()
-        token[api_settings.USER_ID_CLAIM] = public_id_of(user)
-        return token
-
-
-class AccessToken(tokens.AccessToken):
-    @classmethod
-    def for_user(cls, user: AbstractBaseUser) -> AccessToken:
-        token = cls()
-        token[api_settings.USER_ID_CLAIM] = public_id_of(user)
-        return token
-
-
-def token_pair(user: AbstractBaseUser) -> dict[str, str]:
-    refresh = RefreshToken.for_user(user)
-    return {"access": str(refresh.access_token), "refresh": str(refresh)}
+__all__ = ["AccessToken", "RefreshToken", "TokenObtainSerializer", "UserJWTAuthentication", "token_pair"]
 
 
 class TokenObtainSerializer(jwt_serializers.TokenObtainPairSerializer):
     token_class = RefreshToken
-
-
-class TokenRefreshSerializer(jwt_serializers.TokenRefreshSerializer):
-    def validate(self, attrs: dict[str, Any]) -> dict[str, str]:
-        try:
-            return super().validate(attrs)
-        except get_user_model().DoesNotExist:  # the token's user was deleted since
-            raise exceptions.AuthenticationFailed("No active account found for the given token.") from None
-
-
-@functools.cache
-def _user_sql() -> str:
-    # Written once (the user model is known only once the apps are loaded): every
-    # authenticated request runs it, and compiling the same ORM query each time cost
-    # more than the rest of the lookup.
-    user_model = get_user_model()
-    return (
-        f"SELECT {columns(user_model, 'u')}, {columns(Account, 'a')} FROM {user_model._meta.db_table} u "
-        f"JOIN {Account._meta.db_table} a ON a.user_id = u.{user_model._meta.pk.column} WHERE a.public_id = %s"
-    )
 
 
 # Access tokens this process has checked, by their text (their signature included).
@@ -101,13 +58,17 @@ class UserJWTAuthentication(JWTAuthentication):
             public_id = validated_token[api_settings.USER_ID_CLAIM]
         except KeyError:
             raise InvalidToken("Token contained no recognizable user identification") from None
-        rows = fetch(_user_sql(), [str(public_id)])
-        if not rows:
+        user = user_with_account(str(public_id))
+        if user is None:
             raise exceptions.AuthenticationFailed("User not found", code="user_not_found")
-        user = from_row(get_user_model(), rows[0])
-        user.account = from_row(Account, rows[0][-len(Account._meta.concrete_fields) :])  # type: ignore[attr-defined]
         if api_settings.CHECK_USER_IS_ACTIVE and not user.is_active:
             raise exceptions.AuthenticationFailed("User is inactive", code="user_inactive")
+        # The password it was issued under, read from the row the statement above
+        # returned already: no statement more, and the digest is cached per process.
+        if not token_is_current(validated_token, user):
+            raise exceptions.AuthenticationFailed(
+                "The account's password changed since this token was issued", code="password_changed"
+            )
         return user
 
 

@@ -1,5 +1,6 @@
-"""``/auth/*`` (contract §2): tokens, their refresh, and registration. Each is
-throttled per client IP and per username by ``AUTH_THROTTLE_RATE``."""
+"""``/auth/*`` (contract §2, §10): tokens, their rotation, logout, a password change,
+and registration. Each is throttled per client IP and per username (or user) by
+``AUTH_THROTTLE_RATE``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from rest_framework_simplejwt.tokens import UntypedToken
 
 from accounts import selectors, services
 from accounts.api import serializers as s
-from accounts.api.tokens import TokenObtainSerializer, TokenRefreshSerializer, token_pair
+from accounts.api.tokens import TokenObtainSerializer, token_pair
 from config.errors import DomainError, ErrorCode
 from config.openapi import raises
 from quotas.throttles import AuthIpThrottle, AuthUsernameThrottle
@@ -33,9 +34,24 @@ def _body_field(request: Request, name: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+class _ByRefreshToken:
+    """The per-user throttle of a call that names its user by a refresh token: its
+    user, when its signature holds (a forged one counts per IP only)."""
+
+    def throttle_user(self, request: Request) -> str | None:
+        token = _body_field(request, "refresh")
+        if token is None:
+            return None
+        try:
+            return str(UntypedToken(token)[api_settings.USER_ID_CLAIM])
+        except (TokenError, KeyError):
+            return None
+
+
 @extend_schema(tags=["auth"], request=TokenObtainSerializer, responses=s.TokenPairSerializer)
 class TokenView(jwt_views.TokenObtainPairView):
-    """``{"username", "password"}`` → ``{"access", "refresh"}``."""
+    """``{"username", "password"}`` → ``{"access", "refresh"}``; the username in any
+    case or spelling that normalizes to the account's."""
 
     serializer_class = TokenObtainSerializer
     throttle_classes = THROTTLES
@@ -48,32 +64,68 @@ class TokenView(jwt_views.TokenObtainPairView):
         return super().post(request, *args, **kwargs)
 
 
-@extend_schema(tags=["auth"], request=TokenRefreshSerializer, responses=s.AccessSerializer)
-class TokenRefreshView(jwt_views.TokenRefreshView):
-    """``{"refresh"}`` → ``{"access"}``."""
+@extend_schema(tags=["auth"], request=s.RefreshInSerializer, responses=s.RotatedSerializer)
+class TokenRefreshView(_ByRefreshToken, APIView):
+    """``{"refresh"}`` → ``{"access", "refresh"}``: the refresh token rotates, the one
+    sent can never be used again (``401``), nor can one whose user changed password,
+    was deactivated or deleted."""
 
-    serializer_class = TokenRefreshSerializer
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
     throttle_classes = THROTTLES
 
-    def throttle_username(self, request: Request) -> str | None:
-        """The refresh token's user, when its signature holds (a forged one counts per IP only)."""
-        token = _body_field(request, "refresh")
-        if token is None:
-            return None
-        try:
-            return str(UntypedToken(token)[api_settings.USER_ID_CLAIM])
-        except (TokenError, KeyError):
-            return None
+    @raises(ErrorCode.UNAUTHORIZED)
+    def post(self, request: Request) -> Response:
+        serializer = s.RefreshInSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        pair = services.session_refresh(refresh=serializer.validated_data["refresh"])
+        return Response(s.RotatedSerializer(pair).data)
+
+
+@extend_schema(tags=["auth"], request=s.RefreshInSerializer, responses={204: None})
+class LogoutView(_ByRefreshToken, APIView):
+    """``{"refresh"}`` → ``204``: that refresh token is dead (``401`` if it was not a
+    live one)."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes = THROTTLES
 
     @raises(ErrorCode.UNAUTHORIZED)
-    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().post(request, *args, **kwargs)
+    def post(self, request: Request) -> Response:
+        serializer = s.RefreshInSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.session_logout(refresh=serializer.validated_data["refresh"])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["auth"], request=s.PasswordChangeInSerializer, responses={204: None})
+class PasswordView(APIView):
+    """``{"oldPassword", "newPassword"}`` → ``204``, with the access token; Django's
+    password validators apply. Every access and refresh token issued before answers
+    ``401`` from then on."""
+
+    throttle_classes = THROTTLES
+
+    def throttle_user(self, request: Request) -> str | None:
+        return selectors.public_id_of(request.user) if request.user is not None else None
+
+    def post(self, request: Request) -> Response:
+        serializer = s.PasswordChangeInSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.account_password_change(
+            user=request.user,
+            old_password=serializer.validated_data["oldPassword"],
+            new_password=serializer.validated_data["newPassword"],
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 @extend_schema(tags=["auth"], request=s.RegisterInSerializer, responses={201: s.RegisteredSerializer})
 class RegisterView(APIView):
     """A learner's own account: ``{"username", "password", "email"?}`` → ``201 {"userId", "access", "refresh"}``;
-    Django's password validators apply; ``ALLOW_REGISTRATION`` off answers 403."""
+    Django's password validators apply; a username taken in any case or spelling is ``400`` on ``username``;
+    ``ALLOW_REGISTRATION`` off answers 403."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]

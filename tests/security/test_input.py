@@ -62,11 +62,11 @@ def _as_caller(world: World, method: str, template: str) -> tuple[str, dict[str,
         path = path.replace("{object_id}", world.ids[path.split("/")[2]])
     if path.startswith("/internal/"):
         return path, {"Authorization": f"Bearer {world.runtime_token}", "X-Runtime-Instance-Id": RUNTIME_ID}
-    if path.startswith(("/ai/", "/learning/")):
+    if path.startswith(("/ai/", "/learning/")) or path == "/auth/password":  # a password change is the learner's
         return path, {"Authorization": f"Bearer {world.learner_token}"}
     if path.startswith(("/model/", "/task/")):
         return path, {"X-Api-Key": world.tenant_key}
-    return path, {}  # /auth/*: anyone, unauthenticated
+    return path, {}  # the rest of /auth/*: anyone, unauthenticated
 
 
 def _code_of(response: requests.Response) -> str | None:

@@ -1,0 +1,76 @@
+"""The user API's JWTs (contract §2): the token a client holds names its user by the
+public id (``sub: "usr_…"``), never the database's integer key, and carries a digest
+of the password it was issued under (``pwh``), so that a new password, whoever set it
+(``POST /auth/password``, an operator in Django admin), ends every token issued before.
+
+Issuing a token writes nothing: a refresh token gets its row in simplejwt's blacklist
+tables (``accounts.services``) only when it is used up, by a refresh or a logout."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils.crypto import salted_hmac
+from rest_framework_simplejwt import tokens
+from rest_framework_simplejwt.settings import api_settings
+
+from accounts.selectors import public_id_of
+
+AUTH_HASH_CLAIM = "pwh"
+_AUTH_HASH_SALT = "accounts.tokens.auth_hash"
+
+# The digest of each (user, password hash) this process has computed: every
+# authenticated request compares it, and an HMAC each time was most of that check.
+_AUTH_HASHES: dict[tuple[int, str], str] = {}
+_AUTH_HASHES_MAX = 10_000
+
+
+def token_auth_hash(user: AbstractBaseUser) -> str:
+    """A digest of the user's password hash, as Django's session auth hash is: any
+    new password changes it. An HMAC under ``SECRET_KEY``, so a token tells nothing
+    of the hash (simplejwt's own ``CHECK_REVOKE_TOKEN`` puts a bare MD5 of it in
+    every token)."""
+    key = (user.pk, user.password)
+    value = _AUTH_HASHES.get(key)
+    if value is None:
+        value = salted_hmac(_AUTH_HASH_SALT, f"{user.pk}:{user.password}", algorithm="sha256").hexdigest()[:32]
+        if len(_AUTH_HASHES) >= _AUTH_HASHES_MAX:
+            _AUTH_HASHES.clear()
+        _AUTH_HASHES[key] = value
+    return value
+
+
+def token_is_current(token: tokens.Token, user: AbstractBaseUser) -> bool:
+    """Whether ``token`` was issued under the user's present password. A token
+    without the claim (issued before tokens carried it) is not."""
+    claimed = token.get(AUTH_HASH_CLAIM)
+    return isinstance(claimed, str) and hmac.compare_digest(claimed, token_auth_hash(user))
+
+
+def _claims_for(token: tokens.Token, user: AbstractBaseUser) -> None:
+    # simplejwt reads ``getattr(user, USER_ID_FIELD)``; the public id is on the account.
+    token[api_settings.USER_ID_CLAIM] = public_id_of(user)
+    token[AUTH_HASH_CLAIM] = token_auth_hash(user)
+
+
+class RefreshToken(tokens.RefreshToken):
+    @classmethod
+    def for_user(cls, user: AbstractBaseUser) -> RefreshToken:
+        # Not simplejwt's: that one writes a row for every token issued.
+        token = cls()
+        _claims_for(token, user)
+        return token
+
+
+class AccessToken(tokens.AccessToken):
+    @classmethod
+    def for_user(cls, user: AbstractBaseUser) -> AccessToken:
+        token = cls()
+        _claims_for(token, user)
+        return token
+
+
+def token_pair(user: AbstractBaseUser) -> dict[str, str]:
+    refresh = RefreshToken.for_user(user)
+    return {"access": str(refresh.access_token), "refresh": str(refresh)}
