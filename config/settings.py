@@ -297,10 +297,12 @@ SIMPLE_JWT = {
     "ROTATE_REFRESH_TOKENS": True,
     "BLACKLIST_AFTER_ROTATION": True,
 }
-# Accounts (contract §2): learners register themselves unless this is off; /auth/* is
-# throttled per client IP and per username.
-ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=True)
+# Accounts (contract §2): learners register themselves only where this is on (make run
+# turns it on); /auth/* is throttled per client IP and per username, registration also
+# per client IP on its own.
+ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=False)
 AUTH_THROTTLE_RATE = env.str("AUTH_THROTTLE_RATE", default="10/min")
+REGISTRATION_THROTTLE_RATE = env.str("REGISTRATION_THROTTLE_RATE", default="20/hour")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

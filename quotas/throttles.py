@@ -211,3 +211,12 @@ class AuthUsernameThrottle(FixedWindowThrottle):
         user = getattr(view, "throttle_user", lambda _request: None)(request)
         # Apart from usernames: a name spelled like someone's public id is not them.
         return f"id:{user}" if user else None
+
+
+class RegistrationIpThrottle(AuthIpThrottle):
+    """``REGISTRATION_THROTTLE_RATE`` per client IP on ``/auth/register``, besides
+    ``AUTH_THROTTLE_RATE``: accounts are what quotas are counted by, so the number one
+    address can make is bounded."""
+
+    scope = "register-ip"
+    rate_setting = "REGISTRATION_THROTTLE_RATE"

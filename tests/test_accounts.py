@@ -23,6 +23,11 @@ from tests.factories import UserFactory
 PASSWORD = "correct-horse-battery-9"
 
 
+@pytest.fixture(autouse=True)
+def _registration_on(settings):
+    settings.ALLOW_REGISTRATION = True  # off by default; these tests register
+
+
 def _register(client: APIClient, username: str, password: str = PASSWORD, **extra):
     return client.post("/auth/register", {"username": username, "password": password, **extra}, format="json")
 

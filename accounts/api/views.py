@@ -1,6 +1,6 @@
 """``/auth/*`` (contract §2, §10): tokens, their rotation, logout, a password change,
 and registration. Each is throttled per client IP and per username (or user) by
-``AUTH_THROTTLE_RATE``."""
+``AUTH_THROTTLE_RATE``; registration also per client IP by ``REGISTRATION_THROTTLE_RATE``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from accounts.api import serializers as s
 from accounts.api.tokens import TokenObtainSerializer, token_pair
 from config.errors import DomainError, ErrorCode
 from config.openapi import raises
-from quotas.throttles import AuthIpThrottle, AuthUsernameThrottle
+from quotas.throttles import AuthIpThrottle, AuthUsernameThrottle, RegistrationIpThrottle
 
 THROTTLES = [AuthIpThrottle, AuthUsernameThrottle]
 
@@ -125,11 +125,11 @@ class PasswordView(APIView):
 class RegisterView(APIView):
     """A learner's own account: ``{"username", "password", "email"?}`` → ``201 {"userId", "access", "refresh"}``;
     Django's password validators apply; a username taken in any case or spelling is ``400`` on ``username``;
-    ``ALLOW_REGISTRATION`` off answers 403."""
+    ``ALLOW_REGISTRATION`` off (the default) answers 403."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
-    throttle_classes = THROTTLES
+    throttle_classes = [*THROTTLES, RegistrationIpThrottle]
 
     def throttle_username(self, request: Request) -> str | None:
         return _body_field(request, "username")
