@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import math
-import unicodedata
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
@@ -36,6 +35,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from rest_framework.throttling import BaseThrottle
 
+from accounts.usernames import username_key
 from config.retention import Sweep
 
 ADMIN_LOGIN_LOG_RETENTION = dt.timedelta(days=90)
@@ -47,7 +47,9 @@ def cooloff() -> dt.timedelta:
 
 
 def normalized_username(name: str) -> str:
-    return unicodedata.normalize("NFKC", name).strip().casefold()[:255]
+    # The key registration, login and the API's throttle compare (accounts.usernames),
+    # cut to axes' column.
+    return username_key(name)[:255]
 
 
 def login_username(request: HttpRequest, credentials: dict[str, Any] | None) -> str | None:
