@@ -5,7 +5,7 @@ the way the ORM would, so the same statement runs on PostgreSQL and SQLite."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -38,13 +38,18 @@ def rows_of(cursor: CursorWrapper) -> list[tuple[Any, ...]]:
     return cursor.fetchall() if cursor.description else []
 
 
-def _adapted(db: BaseDatabaseWrapper, params: Sequence[Any]) -> list[Any]:
+Params = Sequence[Any] | Mapping[str, Any]
+
+
+def _adapted(db: BaseDatabaseWrapper, params: Params) -> list[Any] | dict[str, Any]:
     # PostgreSQL's adapters take datetimes and dates as they are (Django's own do nothing
-    # to them there); SQLite's want text.
+    # to them there); SQLite's want text. Named parameters (``%(job_id)s``) come as a mapping.
+    if isinstance(params, Mapping):
+        return dict(params) if db.vendor == "postgresql" else {k: adapt(v) for k, v in params.items()}
     return list(params) if db.vendor == "postgresql" else [adapt(p) for p in params]
 
 
-def fetch(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+def fetch(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
     """The rows a statement returns (none for one without ``RETURNING``)."""
     db = connections[DEFAULT_DB_ALIAS]  # resolved once, not per use through the proxy
     with db.cursor() as cursor:
@@ -52,7 +57,7 @@ def fetch(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return rows_of(cursor)
 
 
-def execute(sql: str, params: Sequence[Any] = ()) -> int:
+def execute(sql: str, params: Params = ()) -> int:
     """Run a statement; the number of rows it changed."""
     db = connections[DEFAULT_DB_ALIAS]
     with db.cursor() as cursor:
