@@ -26,7 +26,7 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv lock browser pgbouncer prometheus run test lint bench clean
+.PHONY: venv lock browser pgbouncer prometheus run test lint docs bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 # --require-hashes: every package, direct or transitive, is the very file that was locked.
@@ -111,6 +111,11 @@ test: venv browser pgbouncer prometheus
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# The documentation site (mkdocs.yml, docs/) into var/site, in strict mode: a broken link or
+# anchor fails it. make test builds it too (tests/test_docs.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d var/site
 
 bench: venv
 	$(BIN)/python bench/bench_lifecycle.py

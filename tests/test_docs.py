@@ -1,0 +1,83 @@
+"""The documentation site (``mkdocs.yml``, ``docs/``) builds in strict mode, so a broken link
+or anchor fails the suite; no page loads anything from the network; the alerts' runbook
+anchors and the error codes' table are what the rules and ``config/errors.py`` say."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config.errors import ErrorCode, RuntimeErrorCode
+
+ROOT = Path(__file__).resolve().parent.parent
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    return out
+
+
+def test_the_docs_build_in_strict_mode(site: Path):
+    pages = {path.relative_to(site).as_posix() for path in site.rglob("index.html")}
+    assert {"index.html", "api/errors/index.html", "operations/alerts/index.html", "benchmarks/index.html"} <= pages
+
+
+class _Loads(HTMLParser):
+    """What a page makes the browser fetch: scripts, stylesheets and icons, images, frames."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "audio", "video", "embed"):
+            self.urls.append(found.get("src") or "")
+        elif tag == "link" and found.get("rel") not in ("canonical", "next", "prev"):
+            self.urls.append(found.get("href") or "")
+        elif tag == "object":
+            self.urls.append(found.get("data") or "")
+
+
+def test_no_page_loads_anything_from_the_network(site: Path):
+    remote = re.compile(r"^(https?:)?//", re.I)
+    for page in site.rglob("*.html"):
+        loads = _Loads()
+        loads.feed(page.read_text())
+        assert not [url for url in loads.urls if remote.match(url)], page
+    for sheet in site.rglob("*.css"):
+        assert not re.search(r"(@import|url\()\s*['\"]?(https?:)?//", sheet.read_text(), re.I), sheet
+
+
+def test_every_alert_has_its_runbook_anchor_on_the_site(site: Path):
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    names = [rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    page = (site / "operations" / "alerts" / "index.html").read_text()
+    assert names and [name for name in names if f'id="{name.lower()}"' not in page] == []
+
+
+def _rows(page: str) -> set[tuple[str, ...]]:
+    cells = re.findall(r"<tr>\s*<td><code>([A-Z_]+)</code></td>((?:\s*<td>[^<]*</td>)*)\s*</tr>", page)
+    return {(code, *re.findall(r"<td>([^<]*)</td>", rest)) for code, rest in cells}
+
+
+def test_the_error_tables_are_config_errors(site: Path):
+    page = (site / "api" / "errors" / "index.html").read_text()
+    flag = {True: "yes", False: "no"}
+    expected = {(c.code, str(c.http_status), flag[c.retryable]) for c in ErrorCode}
+    expected |= {(c.code, flag[c.retryable]) for c in RuntimeErrorCode}
+    assert _rows(page) == expected
