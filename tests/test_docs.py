@@ -1,6 +1,7 @@
 """The documentation site (``mkdocs.yml``, ``docs/``) builds in strict mode, so a broken link
 or anchor fails the suite; no page loads anything from the network; the alerts' runbook
-anchors and the error codes' table are what the rules and ``config/errors.py`` say."""
+anchors and the error codes' table are what the rules and ``config/errors.py`` say; the
+README stays short, its links resolve, and nothing in the repository points outside it."""
 
 from __future__ import annotations
 
@@ -81,3 +82,33 @@ def test_the_error_tables_are_config_errors(site: Path):
     expected = {(c.code, str(c.http_status), flag[c.retryable]) for c in ErrorCode}
     expected |= {(c.code, flag[c.retryable]) for c in RuntimeErrorCode}
     assert _rows(page) == expected
+
+
+def test_the_readme_is_short_shows_the_two_commands_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 150
+    assert "make run" in readme and "make test" in readme
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert links and [link for link in links if not (ROOT / link).is_file()] == []
+
+
+# Built from pieces, so that this file does not name them itself.
+_OUTSIDE = re.compile(
+    "|".join(re.escape(piece) for piece in ("../" + "shared", "shared/" + "spec", "shared/" + "seeds"))
+)
+_SKIPPED = {".git", "var", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def test_nothing_in_the_repository_points_outside_it():
+    offenders = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [name for name in subfolders if name not in _SKIPPED and not name.startswith(".venv")]
+        for name in files:
+            path = Path(folder, name)
+            try:
+                text = path.read_text()
+            except (UnicodeDecodeError, OSError):
+                continue  # not text
+            found = [n for n, line in enumerate(text.splitlines(), 1) if _OUTSIDE.search(line)]
+            offenders += [f"{path.relative_to(ROOT)}:{n}" for n in found]
+    assert offenders == []

@@ -1,8 +1,9 @@
-"""The first hour, checked from outside: the README's quick start is what ``make run``
-prints, and run as it stands (curl and jq in bash) against a live ``make run`` on the
-embedded default it ends with the demo learner's records listed; the model-asynch
-block's task comes back with the stand-in's answer; an account of one's own is made.
-The same ``make run`` is quiet: each warning once, no error, no line while idle."""
+"""The first hour, checked from outside: the quick start of the README and of the docs'
+Getting started is what ``make run`` prints, and run as it stands (curl and jq in bash)
+against a live ``make run`` on the embedded default it ends with the demo learner's records
+listed; the model-asynch block's task comes back with the stand-in's answer; the docs'
+createModel example registers its model; an account of one's own is made. The same
+``make run`` is quiet: each warning once, no error, no line while idle."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from tests import environment
 from tests.runtime_fixtures import ROOT, free_port, wait_for
 
 README = ROOT / "README.md"
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+MODEL_ASYNCH = ROOT / "docs" / "api" / "model-asynch.md"
 DEFAULT_API = quickstart.DEFAULTS["api"]
 # What the suite's environment points at PostgreSQL and Redis; make run is the embedded default.
 NOT_EMBEDDED = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "METRICS_REDIS_URL", "PROMETHEUS_MULTIPROC_DIR",
@@ -34,6 +37,12 @@ def test_the_readmes_quick_start_is_what_make_run_prints():
     readme = README.read_text()
     for block in quickstart.BLOCKS:
         assert quickstart.readme_block(readme, block) == quickstart.render(block), f"README's {block} block drifted"
+
+
+def test_the_docs_quick_start_is_what_make_run_prints():
+    page = GETTING_STARTED.read_text()
+    for block in quickstart.BLOCKS:
+        assert quickstart.readme_block(page, block) == quickstart.render(block), f"the docs' {block} block drifted"
 
 
 @dataclass
@@ -90,9 +99,10 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
             process.wait()
 
 
-def _paste(run: MakeRun, block: str) -> list[str]:
-    """The README's block as it stands (but for make run's port), in bash."""
-    script = quickstart.readme_block(README.read_text(), block)
+def _paste(run: MakeRun, block: str, page: Path = README) -> list[str]:
+    """The block of ``page`` (the README's, unless told) as it stands (but for make run's
+    port), in bash."""
+    script = quickstart.readme_block(page.read_text(), block)
     assert script is not None and script.startswith(f"API={DEFAULT_API}")
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script.replace(DEFAULT_API, run.api)],
@@ -131,8 +141,8 @@ def test_the_readmes_model_asynch_trip_brings_back_the_stand_ins_answer(make_run
 
 
 @pytest.mark.slow
-def test_the_readmes_create_model_example_registers_the_seeds_model_masked(make_run):
-    (line,) = _paste(make_run, "create_model")
+def test_the_docs_create_model_example_registers_its_model_masked(make_run):
+    (line,) = _paste(make_run, "create_model", MODEL_ASYNCH)
     assert json.loads(line) == {
         "modelName": "model-service",
         "apiKey": "Authorization:****-key,X-Team:****",

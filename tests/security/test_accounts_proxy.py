@@ -1,6 +1,6 @@
-"""Behind a proxy (contract §10): the production setup the README and the systemd
-units describe (gunicorn on 127.0.0.1 behind one reverse proxy or load balancer) sets
-``NUM_PROXIES`` to 1, and with it, on gunicorn, one client's failed logins are
+"""Behind a proxy: the production setup the docs (``docs/operations/production.md``)
+and the systemd units describe (gunicorn on 127.0.0.1 behind one reverse proxy or load
+balancer) sets ``NUM_PROXIES`` to 1, and with it, on gunicorn, one client's failed logins are
 throttled while another client behind the same proxy (the same ``REMOTE_ADDR``, another
 ``X-Forwarded-For``) still logs in; a client that writes its own ``X-Forwarded-For``
 (the proxy appends the address it saw) dodges nothing."""
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def production_num_proxies() -> str:
-    """``NUM_PROXIES`` as the README's production settings and the web unit set it
+    """``NUM_PROXIES`` as the production settings of the docs and the web unit set it
     (they must agree); ``""`` when either leaves it out."""
-    readme = (ROOT / "README.md").read_text()
-    production = readme.split("\n## Production\n", 1)[1].split("```", 2)[1]
-    in_readme = re.findall(r"^NUM_PROXIES=(\d+)", production, re.M)
+    page = (ROOT / "docs" / "operations" / "production.md").read_text()
+    production = page.split("```", 2)[1]  # the page's first block: the production settings
+    in_docs = re.findall(r"^NUM_PROXIES=(\d+)", production, re.M)
     unit = (ROOT / "deploy" / "systemd" / "aijobs-web.service").read_text()
     in_unit = re.findall(r"^Environment=NUM_PROXIES=(\d+)$", unit, re.M)
-    return in_readme[0] if in_readme and in_readme == in_unit else ""
+    return in_docs[0] if in_docs and in_docs == in_unit else ""
 
 
 def test_the_production_setup_trusts_the_one_proxy_it_describes():
