@@ -15,15 +15,26 @@ Each operation gets, besides its success:
   ``config.errors`` gives it.
 
 A status is documented once, with the enum of every code it can carry; a status the
-view documents itself (a readiness body on ``503``) is left as the view has it."""
+view documents itself (a readiness body on ``503``) is left as the view has it.
+
+And what a generated client builds its calls and types from:
+
+- a ``PATCH`` body has no ``default``: a partial update applies none (DRF skips a
+  field's default when the serializer is partial), so a client must not send one;
+- an operation anyone may call has ``security: []`` (not ``[{}]``, nor nothing);
+- ``ChoiceString``: a field rendered as the plain string it is stored as, documented as
+  the enum of its choices (the same component as the queries' enum of those choices),
+  so a client has a union to switch on."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.plumbing import ResolvedComponent, build_choice_field, is_patched_serializer
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
 from config.errors import ErrorCode
@@ -69,11 +80,36 @@ def error_schema() -> dict[str, Any]:
     }
 
 
+Choices = list[tuple[str, str]] | list[str]
+
+
+class ChoiceString(serializers.CharField):
+    """A response field that is one of ``choices`` (or of what the callable ``choices``
+    returns when the schema is built: a registry's names). It renders as a CharField
+    does, with no lookup in the choices on the runtime API's hot paths; the schema
+    documents it as their enum."""
+
+    def __init__(self, choices: Choices | Callable[[], Choices], **kwargs: Any) -> None:
+        self.enum_choices = choices
+        super().__init__(**kwargs)
+
+
+class ChoiceStringScheme(OpenApiSerializerFieldExtension):
+    target_class = ChoiceString
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        field: ChoiceString = self.target
+        choices = field.enum_choices() if callable(field.enum_choices) else field.enum_choices
+        return build_choice_field(serializers.ChoiceField(choices=choices, allow_null=field.allow_null))
+
+
 class ContractAutoSchema(AutoSchema):
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         operation = super().get_operation(*args, **kwargs)
         if operation is None:
             return None
+        if not any(operation.get("security") or [{}]):  # no scheme applies: anyone may call it
+            operation["security"] = []
         component = ResolvedComponent(
             name=ERROR_COMPONENT, type=ResolvedComponent.SCHEMA, object=ERROR_COMPONENT, schema=error_schema()
         )
@@ -87,6 +123,15 @@ class ContractAutoSchema(AutoSchema):
                 continue
             responses[str(status)] = self._error_response(status, sorted(codes), component.ref)
         return operation
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema = super()._map_basic_serializer(serializer, direction)
+        if is_patched_serializer(serializer, direction):
+            # DRF applies no default on a partial update: a client sending one would
+            # overwrite what it never meant to change.
+            for field in schema.get("properties", {}).values():
+                field.pop("default", None)
+        return schema
 
     def error_codes(self) -> list[ErrorCode]:
         view = self.view

@@ -14,6 +14,12 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+# ?cursor= and ?limit= as the schema documents them (the bounds get_page_size enforces).
+_PAGE_QUERY = (
+    ("cursor", "The `next` of the previous page", {"type": "string"}),
+    ("limit", "1 to 100 (default 20)", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+)
+
 
 class ContractCursorPagination(CursorPagination):
     page_size = 20
@@ -55,6 +61,12 @@ class ContractCursorPagination(CursorPagination):
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"results": data, "next": self.get_next_link()})
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": name, "required": False, "in": "query", "description": description, "schema": dict(schema)}
+            for name, description, schema in _PAGE_QUERY
+        ]
+
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         return {
             "type": "object",
@@ -81,6 +93,5 @@ def page_of(serializer_class: type[serializers.Serializer]) -> type[serializers.
 
 # The query parameters of a list a view paginates by hand (the generic views' are automatic).
 PAGE_PARAMETERS = [
-    OpenApiParameter("cursor", str, description="The `next` of the previous page"),
-    OpenApiParameter("limit", int, description="1 to 100 (default 20)"),
+    OpenApiParameter(name, dict(schema), description=description) for name, description, schema in _PAGE_QUERY
 ]

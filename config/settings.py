@@ -193,6 +193,7 @@ SPECTACULAR_SETTINGS = {
         "ApiKeyModeEnum": "quotas.models.ApiKeyMode",
         "JobTypeEnum": "ai_jobs.job_types.choices",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
+        "TargetTypeEnum": "ai_jobs.models.TargetType.values",
     },
 }
 

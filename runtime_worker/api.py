@@ -15,6 +15,12 @@ from requests.adapters import HTTPAdapter
 from runtime_worker.redact import redact
 
 
+def wire_cents(cents: Decimal) -> float:
+    """``costCents`` as the API documents it, a JSON number. A cost has 4 decimal places,
+    so the number's shortest form (what JSON writes) is the decimal itself."""
+    return float(cents)
+
+
 class ApiUnavailable(Exception):
     """The API could not answer: connection refused or reset, a timeout, a 5xx, or
     a 429 throttle. Worth retrying; says nothing about the job. ``status`` is the
@@ -214,7 +220,7 @@ class InternalApi:
             "outputSchemaVersion": output_schema_version,
             "output": output,
             "usage": usage,
-            "costCents": str(cost_cents),
+            "costCents": wire_cents(cost_cents),
         }
         if invocation_logs:
             body["invocationLogs"] = invocation_logs

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from runtime_worker.api import ApiError, ApiUnavailable, InternalApi, Job
+from runtime_worker.api import ApiError, ApiUnavailable, InternalApi, Job, wire_cents
 from runtime_worker.backoff import Backoff
 from runtime_worker.model import ModelCall
 from runtime_worker.pricing import Usage, cost_cents
@@ -29,7 +29,7 @@ def entry(job: Job, call: ModelCall) -> dict[str, Any]:
         "promptTokens": usage.prompt_tokens,
         "completionTokens": usage.completion_tokens,
         "totalTokens": usage.total_tokens,
-        "costCents": str(cost_cents(call.model_name, usage)),
+        "costCents": wire_cents(cost_cents(call.model_name, usage)),
         "errorCode": call.error_code,
     }
 

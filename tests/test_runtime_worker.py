@@ -16,7 +16,7 @@ import pytest
 
 from ai_jobs import output_schemas
 from runtime_worker import pricing, prompts, redact
-from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, InternalApi, Job
+from runtime_worker.api import ApiError, ApiUnavailable, Beat, Credential, InternalApi, Job, wire_cents
 from runtime_worker.backoff import Backoff
 from runtime_worker.config import RuntimeConfig
 from runtime_worker.job import JobRun
@@ -57,6 +57,13 @@ def test_cost_prices_cache_hits_misses_and_output_separately():
     # (600 x 0.028 + 400 x 0.28 + 500 x 0.42) USD per million tokens, in cents
     assert pricing.cost_cents("deepseek-chat", usage) == Decimal("0.0339")
     assert usage.wire() == {"promptTokens": 1000, "completionTokens": 500, "totalTokens": 1500}
+
+
+@pytest.mark.parametrize("cents", ["0.0339", "0", "1.5", "12345.6789", "9999999999.9999"])
+def test_a_cost_goes_on_the_wire_as_the_json_number_the_schema_documents_and_comes_back_exact(cents):
+    sent = json.dumps({"costCents": wire_cents(Decimal(cents))})
+    assert isinstance(json.loads(sent)["costCents"], float)
+    assert Decimal(str(json.loads(sent)["costCents"])) == Decimal(cents)  # as the server reads it
 
 
 def test_a_prompt_without_a_cache_split_is_priced_as_all_misses_and_an_unknown_model_as_deepseek_chat():
@@ -509,6 +516,7 @@ def test_a_job_runs_end_to_end_and_reports_usage_cost_and_its_invocation_log(sta
     assert result["usage"]["promptTokens"] > 0 and result["cost_cents"] > 0
     [log] = result["invocation_logs"]  # sent with the result, not on their own
     assert log["httpStatus"] == 200 and log["errorCode"] is None and log["requestId"].startswith("chatcmpl-")
+    assert isinstance(log["costCents"], float) and log["costCents"] > 0  # a number, as the schema has it
     assert api.sent["heartbeat"] == ["job_unit"] and not api.sent["fail"] and not api.sent["invocation_logs"]
 
 

@@ -134,3 +134,151 @@ def test_nullable_fields_are_documented_nullable(client):
     for path in ("/auth/logout", "/auth/password"):  # a session's end: no body, or why not
         assert {"204", "400", "401", "429"} <= set(schema["paths"][path]["post"]["responses"]), path
     assert schema["components"]["schemas"]["Rotated"]["required"] == ["access", "refresh"]
+
+
+# --- what a generated client is built from (the generated-client test drives them live) ---------
+
+
+def _body(schema: dict, path: str, method: str) -> dict:
+    return _resolve(schema, schema["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"])
+
+
+def _answer(schema: dict, path: str, method: str, status: str = "200") -> dict:
+    content = schema["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    return _resolve(schema, content)
+
+
+def test_update_model_is_documented_as_a_partial_update(client):
+    body = _body(_schema(client), "/model/updateModel", "post")
+    assert body["required"] == ["modelName"]
+    assert [name for name, field in body["properties"].items() if "default" in field] == []
+    assert {"baseUrl", "apiKey", "maxConcurrency", "queueLimit", "timeoutSeconds", "route", "remark"} <= set(
+        body["properties"]
+    )
+
+
+def test_no_patch_body_advertises_a_default(client):
+    schema = _schema(client)
+    patched = {
+        (path, name)
+        for path, item in schema["paths"].items()
+        if "patch" in item
+        for name, field in _body(schema, path, "patch")["properties"].items()
+        if "default" in _resolve(schema, field) or "default" in field
+    }
+    assert patched == set()
+    assert "default" in _body(schema, "/learning/knowledge-bases", "post")["properties"]["description"]  # POST's own
+
+
+def test_the_snapshot_schema_has_the_job_id_the_server_sends(client):
+    schema = _schema(client)
+    snapshot = _answer(schema, "/internal/runtime/jobs/{job_id}/snapshot", "get")
+    assert "jobId" in snapshot["properties"] and "jobId" in snapshot["required"]
+    claimed = _resolve(schema, _answer(schema, "/internal/runtime/jobs/claim", "post")["properties"]["jobs"]["items"])
+    assert claimed["properties"]["snapshot"]["allOf"] == [{"$ref": "#/components/schemas/Snapshot"}]
+
+
+def test_the_download_documents_both_media_types_it_answers_with(client):
+    content = _schema(client)["paths"]["/task/download/{token}"]["get"]["responses"]["200"]["content"]
+    assert content == {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        "application/json": {"schema": {}},
+    }
+    # Bytes first: a generated client reads the first media type it knows, and bytes hold any answer.
+    assert list(content) == ["application/octet-stream", "application/json"]
+
+
+def test_a_runtime_authenticates_with_either_scheme_not_both(client):
+    schema = _schema(client)
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["runtimeBearer"]["scheme"] == "bearer"
+    assert (schemes["runtimeApiKey"]["in"], schemes["runtimeApiKey"]["name"]) == ("header", "x-internal-api-key")
+    internal = [op for path, item in schema["paths"].items() if path.startswith("/internal/") for op in item.values()]
+    assert len(internal) == 9
+    assert all(op["security"] == [{"runtimeBearer": []}, {"runtimeApiKey": []}] for op in internal)
+
+
+def test_cost_cents_is_a_number_everywhere(client):
+    schema = _schema(client)
+    found = {
+        name: field
+        for name, component in schema["components"]["schemas"].items()
+        for key, field in component.get("properties", {}).items()
+        if key == "costCents"
+    }
+    assert {"ResultInRequest", "InvocationLogRequest", "Usage"} <= set(found)
+    assert {name: field["type"] for name, field in found.items()} == dict.fromkeys(found, "number")
+
+
+@pytest.mark.parametrize("component", ["Job", "ClaimedJob", "UserJob"])
+def test_the_enums_of_a_job_are_the_queries_enums(client, component):
+    schema = _schema(client)
+    job = schema["components"]["schemas"][component]["properties"]
+    refs = {name: job[name].get("$ref") for name in ("status", "jobType", "targetType", "apiKeyMode")}
+    assert refs == {
+        "status": "#/components/schemas/JobStatusEnum",
+        "jobType": "#/components/schemas/JobTypeEnum",
+        "targetType": "#/components/schemas/TargetTypeEnum",
+        "apiKeyMode": "#/components/schemas/ApiKeyModeEnum",
+    }
+    enums = schema["components"]["schemas"]
+    query = {parameter["name"]: parameter["schema"] for parameter in schema["paths"]["/ai/jobs"]["get"]["parameters"]}
+    assert sorted(enums["JobStatusEnum"]["enum"]) == sorted(query["status"]["enum"]) == sorted(
+        ["pending", "locked", "running", "succeeded", "failed", "cancelled", "expired"])  # fmt: skip
+    assert sorted(enums["JobTypeEnum"]["enum"]) == sorted(query["jobType"]["enum"])
+    outputs = {parameter["name"]: parameter for parameter in schema["paths"]["/ai/analyses"]["get"]["parameters"]}
+    assert sorted(enums["TargetTypeEnum"]["enum"]) == sorted(outputs["targetType"]["schema"]["enum"])
+    assert enums["ApiKeyModeEnum"]["enum"] == ["platform_key", "user_deepseek_key"]
+
+
+def test_limit_states_its_bounds(client):
+    schema = _schema(client)
+    lists = [
+        (path, parameter["schema"])
+        for path, item in schema["paths"].items()
+        if "get" in item
+        for parameter in item["get"].get("parameters", [])
+        if parameter["name"] == "limit"
+    ]
+    assert len(lists) >= 14
+    assert all(bounds == {"type": "integer", "minimum": 1, "maximum": 100, "default": 20} for _, bounds in lists), lists
+    for path in ("/internal/runtime/jobs/poll", "/internal/runtime/jobs/claim"):
+        limit = _body(schema, path, "post")["properties"]["limit"]
+        assert (limit["minimum"], limit["default"], "maximum" in limit) == (
+            1,
+            10,
+            False,
+        )  # larger: clamped, not refused
+        assert "clamped to 50" in limit["description"]
+
+
+def test_the_operations_anyone_may_call_declare_no_security(client):
+    schema = _schema(client)
+    security = {
+        f"{method.upper()} {path}": operation.get("security")
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+    }
+    open_ones = {name for name, requirement in security.items() if requirement == []}
+    assert open_ones == {
+        "GET /healthz", "GET /readyz", "GET /metrics", "GET /task/download/{token}", "POST /auth/register",
+        "POST /auth/token", "POST /auth/token/refresh", "POST /auth/logout",
+    }  # fmt: skip
+    assert all(requirement and all(requirement) for name, requirement in security.items() if name not in open_ones)
+
+
+def test_every_response_field_the_server_always_sends_is_required(client):
+    """A generated client reads an optional field as maybe missing (``Unset``): only
+    the fields that are sometimes left out may be optional."""
+    schema = _schema(client)
+    optional = {
+        (name, key)
+        for name, component in schema["components"]["schemas"].items()
+        if not name.endswith("Request") and "properties" in component
+        for key in component["properties"]
+        if key not in component.get("required", [])
+    }
+    admin_only = {"id", "baseUrl", "route", "httpMethod", "apiKey", "enabled", "remark", "createdAt", "updatedAt"}
+    assert optional == {("ClaimedJob", "snapshot"), ("ClaimedJob", "credential")} | {
+        ("ModelListItem", key) for key in admin_only
+    }

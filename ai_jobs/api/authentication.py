@@ -78,6 +78,10 @@ class RuntimeAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = RuntimeAuthentication
     name = ["runtimeBearer", "runtimeApiKey"]
 
+    def get_security_requirement(self, auto_schema: object) -> list[dict[str, list[str]]]:
+        # Either scheme, not both: one requirement naming the two would demand both headers.
+        return [{name: []} for name in self.name]
+
     def get_security_definition(self, auto_schema: object) -> list[dict[str, str]]:
         return [
             {"type": "http", "scheme": "bearer", "description": "A token of RUNTIME_SERVICE_TOKENS"},

@@ -12,8 +12,11 @@ from rest_framework.exceptions import ErrorDetail
 from rest_framework.settings import api_settings
 
 from ai_jobs import job_types
-from ai_jobs.models import AiRuntimeJob
+from ai_jobs.models import AiRuntimeJob, JobStatus, TargetType
+from ai_jobs.selectors import POLL_MAX
 from config.errors import RuntimeErrorCode
+from config.openapi import ChoiceString
+from quotas.models import ApiKeyMode
 
 # Bounds that keep every number inside its column: a bigger one is a 400, never a 500.
 MAX_TOKENS = 1_000_000_000
@@ -52,15 +55,33 @@ class EpochMsField(serializers.Field):
         return int(value.timestamp() * 1000)
 
 
+# What a job's string fields can be: the enums a generated client switches on (the same
+# components as the queries' enums of the same choices).
+def job_type_field(**kwargs: Any) -> ChoiceString:
+    return ChoiceString(job_types.choices, **kwargs)
+
+
+def job_status_field(**kwargs: Any) -> ChoiceString:
+    return ChoiceString(JobStatus.choices, **kwargs)
+
+
+def target_type_field(**kwargs: Any) -> ChoiceString:
+    return ChoiceString(TargetType.values, **kwargs)
+
+
+def api_key_mode_field(**kwargs: Any) -> ChoiceString:
+    return ChoiceString(ApiKeyMode.choices, **kwargs)
+
+
 class JobSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
-    jobType = serializers.CharField(source="job_type")
-    targetType = serializers.CharField(source="target_type")
+    jobType = job_type_field(source="job_type")
+    targetType = target_type_field(source="target_type")
     targetId = serializers.CharField(source="target_id")
     userId = serializers.CharField(source="user_public_id", help_text="The user's opaque id (usr_…)")
-    status = serializers.CharField()
+    status = job_status_field()
     priority = serializers.IntegerField()
-    apiKeyMode = serializers.CharField(source="api_key_mode")
+    apiKeyMode = api_key_mode_field(source="api_key_mode")
     credentialId = serializers.CharField(source="credential_id", allow_null=True)
     modelProvider = serializers.CharField(source="model_provider")
     modelName = serializers.CharField(source="model_name")
@@ -118,7 +139,11 @@ class PollSerializer(serializers.Serializer):
         max_length=100,
         help_text="Job types this runtime runs; a type the server does not know matches nothing (contract §3)",
     )
-    limit = serializers.IntegerField(min_value=1, default=10, help_text="At most 50; a larger limit is clamped")
+    limit = serializers.IntegerField(
+        min_value=1,
+        default=10,
+        help_text=f"1 or more; at most {POLL_MAX} jobs come back: a larger limit is clamped to {POLL_MAX}",
+    )
 
     def validate_capabilities(self, value: list[str]) -> list[str]:
         known = set(job_types.names())
@@ -144,7 +169,7 @@ class EmptySerializer(serializers.Serializer):
 
 class LockSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
-    status = serializers.CharField()
+    status = job_status_field()
     lockUntil = EpochMsField(source="lock_until")
     attemptNo = serializers.IntegerField(source="attempt_no")
 
@@ -156,9 +181,13 @@ class HeartbeatSerializer(serializers.Serializer):
 
 
 class SnapshotSerializer(serializers.Serializer):
+    """The body of ``GET .../snapshot`` (``ai_jobs.held.snapshot_body`` writes it: this
+    serializer is its schema)."""
+
+    jobId = serializers.CharField(help_text="The job the snapshot was read for")
     snapshotId = serializers.CharField(source="id")
     userId = serializers.CharField(source="user_public_id", help_text="The learner's opaque id (usr_…)")
-    targetType = serializers.CharField(source="target_type")
+    targetType = target_type_field(source="target_type")
     targetId = serializers.CharField(source="target_id")
     schemaVersion = serializers.CharField(source="schema_version")
     createdAt = serializers.DateTimeField(source="created_at")
@@ -167,7 +196,7 @@ class SnapshotSerializer(serializers.Serializer):
 
 
 class CredentialSerializer(serializers.Serializer):
-    apiKeyMode = serializers.CharField(source="api_key_mode")
+    apiKeyMode = api_key_mode_field(source="api_key_mode")
     provider = serializers.CharField()
     baseUrl = serializers.CharField(source="base_url")
     modelName = serializers.CharField(source="model_name")
@@ -193,9 +222,13 @@ class UsageSerializer(serializers.Serializer):
 
 class ResultOutSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="job_id")
-    status = serializers.CharField(default="succeeded")
+    status = serializers.SerializerMethodField()
     resultId = serializers.CharField(source="result_id")
     duplicate = serializers.BooleanField()
+
+    @extend_schema_field({"type": "string", "enum": [JobStatus.SUCCEEDED.value]})
+    def get_status(self, submitted: Any) -> str:
+        return JobStatus.SUCCEEDED.value
 
 
 class FailInSerializer(serializers.Serializer):
@@ -206,8 +239,22 @@ class FailInSerializer(serializers.Serializer):
 
 class FailOutSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="job_id")
-    status = serializers.CharField()
+    status = job_status_field(help_text="Where the job moved: pending (a retry), failed or cancelled")
     retryCount = serializers.IntegerField(source="retry_count")
+
+
+def cost_cents_field(**kwargs: Any) -> serializers.DecimalField:
+    """``costCents`` of a result and of an invocation log: one type, a JSON number of US
+    cents with at most 4 decimal places (a decimal string is read too, as earlier
+    runtimes send it)."""
+    return serializers.DecimalField(
+        max_digits=14,
+        decimal_places=4,
+        min_value=0,
+        coerce_to_string=False,
+        help_text="US cents, at most 4 decimal places",
+        **kwargs,
+    )
 
 
 class InvocationLogSerializer(serializers.Serializer):
@@ -227,9 +274,7 @@ class InvocationLogSerializer(serializers.Serializer):
         min_value=0, max_value=MAX_TOKENS, source="completion_tokens", required=False
     )
     totalTokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, source="total_tokens", required=False)
-    costCents = serializers.DecimalField(
-        max_digits=14, decimal_places=4, min_value=0, source="cost_cents", required=False
-    )
+    costCents = cost_cents_field(source="cost_cents", required=False)
     errorCode = serializers.CharField(max_length=64, source="error_code", required=False, allow_null=True)
 
 
@@ -238,9 +283,7 @@ class ResultInSerializer(serializers.Serializer):
     outputSchemaVersion = serializers.CharField(max_length=16, required=False, allow_null=True)
     output = serializers.DictField()
     usage = UsageSerializer(required=False)
-    costCents = serializers.DecimalField(
-        max_digits=14, decimal_places=4, min_value=0, default=0, coerce_to_string=False
-    )
+    costCents = cost_cents_field(default=0)
     # The attempt's model calls, stored with the result in its transaction (the fast path).
     invocationLogs = InvocationLogSerializer(many=True, required=False, max_length=500)
 

@@ -13,6 +13,7 @@ from django.db.models import Model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from ai_jobs.api.internal_serializers import job_type_field, target_type_field
 from ai_jobs.models import (
     ActionType,
     AiLearningAnalysis,
@@ -87,7 +88,7 @@ class RecommendationSerializer(_OutputSerializer):
     description = serializers.CharField()
     priority = serializers.IntegerField()
     estimatedMinutes = serializers.IntegerField(source="estimated_minutes")
-    actionTargetType = serializers.CharField(
+    actionTargetType = target_type_field(
         source="action_target_type",
         allow_null=True,
         help_text="The output's targetType: what to act on (null unless it names the user or one of their objects)",
@@ -122,7 +123,7 @@ class FlashcardSerializer(_OutputSerializer):
 
 class NotificationSerializer(_OutputSerializer):
     kind = serializers.ChoiceField(choices=NotificationKind.values)
-    jobType = serializers.CharField(source="job_type")
+    jobType = job_type_field(source="job_type")
     title = serializers.CharField()
     message = serializers.CharField()
     data = serializers.DictField(help_text="What the job produced: counts, or the failure's errorCode")

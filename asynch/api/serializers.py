@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from django.http import HttpRequest
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState
@@ -80,6 +81,19 @@ class ModelConfigInSerializer(serializers.Serializer):
         return method
 
 
+class ModelConfigUpdateInSerializer(ModelConfigInSerializer):
+    """updateModel's body: ``modelName`` and the fields to change, each with the create
+    body's checks, none required and none with a default. A field not sent is left as
+    it is, so a client (a generated one too) that changes one field sends that one."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name, field in fields.items():
+            if name != "modelName":
+                field.required, field.default = False, empty
+        return fields
+
+
 class ModelNameSerializer(serializers.Serializer):
     modelName = serializers.CharField(max_length=128, source="model_name")
 
@@ -116,6 +130,7 @@ class ModelListItemSerializer(ModelSummarySerializer):
 class ModelConfigOutSerializer(serializers.ModelSerializer):
     modelName = serializers.CharField(source="model_name")
     baseUrl = serializers.CharField(source="base_url")
+    route = serializers.CharField()
     httpMethod = serializers.CharField(source="http_method")
     apiKey = serializers.SerializerMethodField()
     enabled = FlagField()
@@ -125,6 +140,7 @@ class ModelConfigOutSerializer(serializers.ModelSerializer):
     retryTimes = serializers.IntegerField(source="retry_times")
     retryQueueMaxSeconds = serializers.IntegerField(source="retry_queue_max_seconds")
     autoCleanSeconds = serializers.IntegerField(source="auto_clean_seconds")
+    remark = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
 
@@ -222,6 +238,7 @@ class StatsQuerySerializer(serializers.Serializer):
 
 class StatSerializer(serializers.ModelSerializer):
     tenantId = serializers.CharField(source="tenant_id")
+    creator = serializers.CharField()
     modelName = serializers.CharField(source="model_name")
     requestCount = serializers.IntegerField(source="request_count")
 

@@ -61,15 +61,15 @@ class ModelCreateView(ModelAdminView):
         return _config(services.model_create(**data), status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses=s.ModelConfigOutSerializer)
+@extend_schema(tags=["model-asynch"], request=s.ModelConfigUpdateInSerializer, responses=s.ModelConfigOutSerializer)
 class ModelUpdateView(ModelAdminView):
+    """A partial update: only the fields sent change."""
+
     error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
 
     def post(self, request: Request) -> Response:
-        name = _valid(s.ModelNameSerializer, request.data)["model_name"]
-        data = _valid(s.ModelConfigInSerializer, request.data, partial=True)
-        data.pop("model_name", None)
-        return _config(services.model_update(model_name=name, **data))
+        data = _valid(s.ModelConfigUpdateInSerializer, request.data)
+        return _config(services.model_update(**data))
 
 
 @extend_schema(tags=["model-asynch"], request=s.ModelNameSerializer, responses=s.DeletedSerializer)
@@ -205,20 +205,19 @@ class TaskBatchView(TaskView):
 
 
 _DOWNLOADED = (
-    "Always with `Content-Disposition: attachment` and `X-Content-Type-Options: nosniff`: "
+    "The stored answer: `application/json` when it is JSON, `application/octet-stream` otherwise; "
+    "always with `Content-Disposition: attachment` and `X-Content-Type-Options: nosniff`: "
     "a stored answer is never served as a page."
 )
 
 
 @extend_schema(
     tags=["model-asynch"],
+    # The bytes first: a generated client reads the body as the first media type it
+    # knows, and bytes hold any answer (a JSON one too); JSON is for those that ask.
     responses={
-        (200, "application/json"): OpenApiResponse(
-            OpenApiTypes.ANY, description="The answer, when it is JSON. " + _DOWNLOADED
-        ),
-        (200, "application/octet-stream"): OpenApiResponse(
-            OpenApiTypes.BINARY, description="Any other answer, as bytes. " + _DOWNLOADED
-        ),
+        (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description=_DOWNLOADED),
+        (200, "application/json"): OpenApiResponse(OpenApiTypes.ANY, description=_DOWNLOADED),
     },
 )
 class DownloadView(APIView):

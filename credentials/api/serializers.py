@@ -8,7 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from credentials.models import Credential, Provider
+from config.openapi import ChoiceString
+from credentials.models import Credential, CredentialStatus, Provider
 from credentials.services import API_KEY_MAX
 
 
@@ -35,10 +36,12 @@ class ModelCredentialLastTestSerializer(serializers.Serializer):
 class ModelCredentialSerializer(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField()
-    provider = serializers.CharField()
+    provider = ChoiceString(Provider.values)
     baseUrl = serializers.CharField(source="effective_base_url")
     maskedKey = serializers.CharField(source="key_mask", help_text="e.g. sk-****abcd; the key itself is never returned")
-    status = serializers.CharField(help_text="active | invalid (the provider answered 401 to the last test)")
+    status = ChoiceString(
+        CredentialStatus.values, help_text="active | invalid (the provider answered 401 to the last test)"
+    )
     lastTestedAt = serializers.DateTimeField(source="last_tested_at", allow_null=True)
     lastTestResult = serializers.SerializerMethodField()
     createdAt = serializers.DateTimeField(source="created_at")

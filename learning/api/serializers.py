@@ -1,7 +1,8 @@
 """Wire shapes of /learning/* (contract §4), camelCase in both directions.
 
 Input serializers only validate; the services write. On PATCH the same input
-serializer runs with ``partial=True`` and only the fields sent are changed."""
+serializer runs with ``partial=True`` and only the fields sent are changed: no default
+applies (and the schema's PATCH bodies have none, so a generated client sends none)."""
 
 from __future__ import annotations
 
@@ -66,10 +67,13 @@ class StudyRecordInSerializer(serializers.Serializer):
     knowledgePointId = _id()
     isCorrect = serializers.BooleanField()
     score = serializers.FloatField(
-        min_value=0, max_value=100, required=False, help_text="0 to 100; defaults to 100 if correct, else 0"
+        min_value=0,
+        max_value=100,
+        required=False,
+        help_text="0 to 100; a new record's defaults to 100 if correct, else 0",
     )
     durationSeconds = serializers.IntegerField(min_value=0, max_value=MAX_DURATION_SECONDS, default=0)
-    studiedAt = serializers.DateTimeField(required=False, help_text="ISO 8601; defaults to now")
+    studiedAt = serializers.DateTimeField(required=False, help_text="ISO 8601; a new record's defaults to now")
 
     def validate_studiedAt(self, value: dt.datetime) -> dt.datetime:
         if value > timezone.now() + FUTURE_TOLERANCE:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.openapi import ChoiceString
 from quotas.models import ApiKeyMode, validate_timezone
 
 
 class AiSettingsSerializer(serializers.Serializer):
     aiAnalysisEnabled = serializers.BooleanField()
     timezone = serializers.CharField()
-    defaultApiKeyMode = serializers.CharField()
+    defaultApiKeyMode = ChoiceString(ApiKeyMode.choices)
     maxDailyAiJobs = serializers.IntegerField()
     maxDailyTokenBudget = serializers.IntegerField()
     localDate = serializers.DateField()
@@ -52,6 +53,6 @@ class AiProfileSerializer(serializers.Serializer):
     aiAnalysisEnabled = serializers.BooleanField()
     timezone = serializers.CharField()
     localDate = serializers.DateField()
-    defaultApiKeyMode = serializers.CharField()
+    defaultApiKeyMode = ChoiceString(ApiKeyMode.choices)
     usage = UsageByModeSerializer()
     circuit = CircuitSerializer()
