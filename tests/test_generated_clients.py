@@ -1,0 +1,453 @@
+"""Clients generated from ``/api/schema`` work against the live server and lose nothing
+(contract §1: the schema is the truth a generated client is built from).
+
+A Python client (openapi-python-client) and a TypeScript client (openapi-typescript
+types for openapi-fetch, compiled by ``tsc --strict``) drive gunicorn: the learner's
+trip, the runtime's loop with and without ``include``, a model-asynch tenant's trip and
+an admin's ``updateModel`` of one field. Every answer of the Python client parses into
+its documented model with no key left over; after each partial update (``updateModel``,
+the learning PATCHes) the object read back has every other field as it was. Either
+generator warning about the schema fails the test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
+from urllib.parse import unquote, urlsplit
+
+import attrs
+import pytest
+import requests
+from django.db import connection
+
+from asynch import services as asynch_services
+from tests.asynch_fixtures import ModelServer, model_server_fixture, run_queue  # noqa: F401
+from tests.factories import VALID_OUTPUTS
+from tests.generated_clients_support import (
+    TS_SOURCES,
+    PythonClient,
+    TypeScriptTypes,
+    compile_and_run,
+    generate_python_client,
+    generate_typescript_types,
+    undocumented,
+)
+from tests.ops_support import gunicorn
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+RUNTIME_TOKEN = "generated-client-runtime-token"
+PASSWORD = "a-Long-enough-passw0rd"
+# Fields an update changes by itself, besides the one it was asked to change.
+TOUCHED = {"updated_at"}
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.skip("gunicorn serves the test database on PostgreSQL")
+        env = {
+            "RUNTIME_SERVICE_TOKENS": RUNTIME_TOKEN,
+            "PLATFORM_DEEPSEEK_API_KEY": "sk-generated-client-platform-key",
+            "ALLOW_REGISTRATION": "true",
+            "REGISTRATION_THROTTLE_RATE": "1000000/hour",
+            "LOG_LEVEL": "WARNING",
+        }
+        with gunicorn(tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2, env=env) as running:
+            yield running.url
+
+
+@pytest.fixture(scope="module")
+def schema(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    answer = requests.get(f"{server}/api/schema", params={"format": "json"}, timeout=30)
+    assert answer.status_code == 200
+    path = tmp_path_factory.mktemp("schema") / "schema.json"
+    path.write_text(answer.text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def python_client(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> PythonClient:
+    return generate_python_client(schema, tmp_path_factory.mktemp("python-client"))
+
+
+@pytest.fixture(scope="module")
+def typescript_types(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> TypeScriptTypes:
+    return generate_typescript_types(schema, tmp_path_factory.mktemp("typescript-client") / "work")
+
+
+def _suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@contextlib.contextmanager
+def model_asynch_worker() -> Iterator[None]:
+    """A model-asynch worker for the trips: the queue run in a thread of this process,
+    on the database the server serves, until the trip is over."""
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                run_queue()
+                stop.wait(0.05)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work, name="model-asynch-worker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def _tenant_key(name: str, *, is_admin: bool) -> str:
+    tenant = asynch_services.tenant_create(name=name, is_admin=is_admin)
+    return asynch_services.tenant_key_create(tenant=tenant).key
+
+
+# --- the Python client ---------------------------------------------------------------------------------
+
+
+class Py:
+    """The generated package, called as its user would: an operation's ``sync_detailed``
+    with a client; each answer checked against what the schema documents for it."""
+
+    def __init__(self, generated: PythonClient, url: str) -> None:
+        self.generated, self.url, self.m = generated, url, generated.models
+
+    def anonymous(self) -> Any:
+        return self.generated.package.Client(base_url=self.url, raise_on_unexpected_status=True)
+
+    def bearer(self, token: str) -> Any:
+        return self.generated.package.AuthenticatedClient(
+            base_url=self.url, token=token, raise_on_unexpected_status=True
+        )
+
+    def tenant(self, key: str) -> Any:
+        return self.generated.package.AuthenticatedClient(
+            base_url=self.url, token=key, prefix="", auth_header_name="X-Api-Key", raise_on_unexpected_status=True
+        )
+
+    def body(self, operation: str, **fields: Any) -> Any:
+        """The body the operation documents, with ``fields`` and nothing else given."""
+        hint = get_type_hints(self.generated.operations[operation].sync_detailed)["body"]
+        (model,) = [option for option in get_args(hint) or (hint,) if attrs.has(option)]  # not its Unset
+        return model(**fields)
+
+    def call(self, operation: str, model: type | str, status: int = 200, **kwargs: Any) -> Any:
+        answer = self.generated.operations[operation].sync_detailed(**kwargs)
+        assert answer.status_code == status, (operation, answer.status_code, answer.content[:1000])
+        expected = getattr(self.m, model) if isinstance(model, str) else model
+        assert isinstance(answer.parsed, expected), (operation, type(answer.parsed), answer.content[:1000])
+        assert not undocumented(answer.parsed), (operation, undocumented(answer.parsed))
+        return answer.parsed
+
+
+def _unchanged(before: Any, after: Any, changed: str) -> None:
+    """Every field but ``changed`` (and the update's own timestamp) is what it was."""
+    old, new = before.to_dict(), after.to_dict()
+    keep = {key for key in old if key != changed and not _is_touched(key)}
+    assert {key: new.get(key) for key in keep} == {key: old[key] for key in keep}, changed
+    assert old.keys() == new.keys()
+
+
+def _is_touched(wire_key: str) -> bool:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", wire_key).lower() in TOUCHED
+
+
+def test_the_generators_take_the_schema_without_a_warning(
+    python_client: PythonClient, typescript_types: TypeScriptTypes
+):
+    assert python_client.warnings() == [], python_client.output
+    assert typescript_types.warnings() == [], typescript_types.output
+
+
+def test_a_learner_and_a_runtime_through_the_generated_python_client(server: str, python_client: PythonClient):
+    py, m = Py(python_client, server), python_client.models
+    anonymous, suffix = py.anonymous(), _suffix()
+    assert py.call("healthz_retrieve", "HealthStatus", client=anonymous).status.value == "ok"
+    assert py.call("readyz_retrieve", "Readiness", client=anonymous).status.value == "ok"
+    assert "aijobs_queue_jobs" in py.call("metrics_retrieve", str, client=anonymous)
+
+    # The learner: an account, a session, consent.
+    username = f"gen-py-{suffix}"
+    registered = py.call(
+        "auth_register_create", "Registered", 201, client=anonymous,
+        body=m.RegisterInRequest(username=username, password=PASSWORD),
+    )  # fmt: skip
+    pair = py.call(
+        "auth_token_create", "TokenPair", client=anonymous,
+        body=m.TokenObtainRequest(username=username, password=PASSWORD),
+    )  # fmt: skip
+    rotated = py.call(
+        "auth_token_refresh_create", "Rotated", client=anonymous, body=m.RefreshInRequest(refresh=pair.refresh)
+    )
+    learner = py.bearer(rotated.access)
+    settings = py.call(
+        "ai_settings_partial_update", "AiSettings", client=learner,
+        body=m.PatchedAiSettingsPatchRequest(ai_analysis_enabled=True),
+    )  # fmt: skip
+    assert settings.ai_analysis_enabled
+    assert py.call("ai_profile_retrieve", "AiProfile", client=learner).user_id == registered.user_id
+
+    # Learning objects, each PATCHed by one field and read back whole.
+    kb = py.call(
+        "learning_knowledge_bases_create", "KnowledgeBase", 201, client=learner,
+        body=m.KnowledgeBaseInRequest(name="Fractions", description="Parts of a whole"),
+    )  # fmt: skip
+    material = py.call(
+        "learning_materials_create", "Material", 201, client=learner,
+        body=m.MaterialInRequest(knowledge_base_id=kb.id, title="Chapter 1", content="Halves and quarters."),
+    )  # fmt: skip
+    point = py.call(
+        "learning_knowledge_points_create", "KnowledgePoint", 201, client=learner,
+        body=m.KnowledgePointInRequest(knowledge_base_id=kb.id, name="Adding", description="1/2 + 1/4"),
+    )  # fmt: skip
+    record = py.call(
+        "learning_study_records_create", "StudyRecord", 201, client=learner,
+        body=m.StudyRecordInRequest(knowledge_point_id=point.id, is_correct=False, score=40.0, duration_seconds=90),
+    )  # fmt: skip
+    for kind, obj, changed, value in (
+        ("knowledge_bases", kb, "name", "Fractions II"),
+        ("materials", material, "title", "Chapter One"),
+        ("knowledge_points", point, "name", "Adding fractions"),
+        ("study_records", record, "score", 55.0),
+    ):
+        model, operation = type(obj), f"learning_{kind}_partial_update"
+        patch = py.body(operation, **{changed: value})
+        patched = py.call(operation, model, client=learner, object_id=obj.id, body=patch)
+        back = py.call(f"learning_{kind}_retrieve", model, client=learner, object_id=obj.id)
+        assert back.to_dict()[changed] == patch.to_dict()[changed] and back.to_dict() == patched.to_dict()
+        _unchanged(obj, back, changed)
+        assert [item.id for item in py.call(f"learning_{kind}_list", f"Paginated{model.__name__}List",
+                                            client=learner).results] == [obj.id]  # fmt: skip
+
+    # Jobs: one for the runtime's seed path, one for its fast path, one it fails, one cancelled.
+    def submit(job_type: str, target_type: str, target_id: str) -> Any:
+        return py.call(
+            "ai_jobs_create", "UserJob", 201, client=learner,
+            body=m.JobCreateRequest(job_type=job_type, target_type=target_type, target_id=target_id,
+                                    api_key_mode=m.ApiKeyModeEnum.PLATFORM_KEY),
+        )  # fmt: skip
+
+    analysis = submit("learning_state_analysis", "user", "me")
+    quiz = submit("quiz_generation", "knowledge_base", kb.id)
+    weak = submit("weak_point_analysis", "user", "me")
+    cancelled = submit("next_action_planning", "user", "me")
+    assert analysis.status == m.JobStatusEnum.PENDING and quiz.job_type == m.JobTypeEnum.QUIZ_GENERATION
+    assert (
+        quiz.target_type == m.TargetTypeEnum.KNOWLEDGE_BASE and analysis.api_key_mode == m.ApiKeyModeEnum.PLATFORM_KEY
+    )
+    assert (
+        py.call("ai_jobs_cancel_create", "UserJob", client=learner, job_id=cancelled.job_id).status.value == "cancelled"
+    )
+
+    # The runtime, as the seeds have it: poll, lock, heartbeat, snapshot, credential, logs, result.
+    runtime, me = py.bearer(RUNTIME_TOKEN), f"gen-py-runtime-{suffix}"
+    polled = py.call(
+        "internal_runtime_jobs_poll_create", "Jobs", client=runtime, x_runtime_instance_id=me,
+        body=m.PollRequest(capabilities=["learning_state_analysis"], limit=10),
+    )  # fmt: skip
+    assert [job.job_id for job in polled.jobs] == [analysis.job_id]
+    assert isinstance(polled.jobs[0].status, m.JobStatusEnum) and isinstance(polled.jobs[0].job_type, m.JobTypeEnum)
+    lock = py.call(
+        "internal_runtime_jobs_lock_create", "Lock", client=runtime, job_id=analysis.job_id, x_runtime_instance_id=me
+    )
+    assert lock.status == m.JobStatusEnum.LOCKED
+    beat = py.call(
+        "internal_runtime_jobs_heartbeat_create", "Heartbeat", client=runtime, job_id=analysis.job_id,
+        x_runtime_instance_id=me,
+    )  # fmt: skip
+    assert beat.cancel_requested is False
+    snapshot = py.call(
+        "internal_runtime_jobs_snapshot_retrieve", "Snapshot", client=runtime, job_id=analysis.job_id,
+        x_runtime_instance_id=me,
+    )  # fmt: skip
+    assert snapshot.job_id == analysis.job_id and snapshot.user_id == registered.user_id
+    credential = py.call(
+        "internal_runtime_jobs_credential_create", "Credential", client=runtime, job_id=analysis.job_id,
+        x_runtime_instance_id=me,
+    )  # fmt: skip
+    assert credential.api_key_mode == m.ApiKeyModeEnum.PLATFORM_KEY and credential.api_key
+    accepted = py.call(
+        "internal_runtime_jobs_invocation_logs_create", "Accepted", 201, client=runtime, job_id=analysis.job_id,
+        x_runtime_instance_id=me,
+        body=m.InvocationLogsInRequest(logs=[m.InvocationLogRequest(
+            attempt_no=lock.attempt_no, request_id="r-timeout", total_tokens=12, cost_cents=0.0125,
+            error_code="MODEL_TIMEOUT",
+        )]),
+    )  # fmt: skip
+    assert accepted.accepted == 1
+
+    def result(job_id: str, attempt_no: int, job_type: str, **extra: Any) -> Any:
+        return py.call(
+            "internal_runtime_jobs_result_create", "ResultOut", client=runtime, job_id=job_id,
+            x_runtime_instance_id=me,
+            body=m.ResultInRequest(
+                attempt_no=attempt_no, output=m.ResultInRequestOutput.from_dict(VALID_OUTPUTS[job_type]),
+                usage=m.UsageRequest(prompt_tokens=100, completion_tokens=20), cost_cents=0.25, **extra,
+            ),
+        )  # fmt: skip
+
+    assert result(analysis.job_id, lock.attempt_no, "learning_state_analysis").status.value == "succeeded"
+
+    # The fast path: claim with include, heartbeat, result with its logs.
+    claimed = py.call(
+        "internal_runtime_jobs_claim_create", "ClaimedJobs", client=runtime, x_runtime_instance_id=me,
+        body=m.ClaimRequest(capabilities=["quiz_generation"], limit=5,
+                            include=[m.IncludeEnum.SNAPSHOT, m.IncludeEnum.CREDENTIAL]),
+    )  # fmt: skip
+    (fast,) = claimed.jobs
+    assert fast.job_id == quiz.job_id and fast.status == m.JobStatusEnum.RUNNING
+    assert isinstance(fast.snapshot, m.Snapshot) and fast.snapshot.job_id == quiz.job_id
+    assert isinstance(fast.credential, m.Credential) and fast.snapshot.target_type == m.TargetTypeEnum.KNOWLEDGE_BASE
+    py.call(
+        "internal_runtime_jobs_heartbeat_create", "Heartbeat", client=runtime, job_id=quiz.job_id,
+        x_runtime_instance_id=me,
+    )  # fmt: skip
+    logs = [m.InvocationLogRequest(attempt_no=fast.attempt_no, request_id="r-ok", total_tokens=120, cost_cents=0.25)]
+    assert result(quiz.job_id, fast.attempt_no, "quiz_generation", invocation_logs=logs).duplicate is False
+
+    # A claim without include, then a failure for good.
+    (plain,) = py.call(
+        "internal_runtime_jobs_claim_create", "ClaimedJobs", client=runtime, x_runtime_instance_id=me,
+        body=m.ClaimRequest(capabilities=["weak_point_analysis"], limit=5),
+    ).jobs  # fmt: skip
+    assert plain.job_id == weak.job_id and plain.status == m.JobStatusEnum.LOCKED
+    assert isinstance(plain.snapshot, python_client.package.types.Unset)  # not asked for
+    failed = py.call(
+        "internal_runtime_jobs_fail_create", "FailOut", client=runtime, job_id=weak.job_id, x_runtime_instance_id=me,
+        body=m.FailInRequest(attempt_no=plain.attempt_no, error_code=m.ErrorCodeEnum.INVALID_SCHEMA,
+                             error_message="no such shape"),
+    )  # fmt: skip
+    assert failed.status == m.JobStatusEnum.FAILED
+
+    # The learner reads it all back.
+    statuses = {
+        job.job_id: job.status for job in py.call("ai_jobs_list", "PaginatedUserJobList", client=learner).results
+    }
+    assert statuses == {
+        analysis.job_id: m.JobStatusEnum.SUCCEEDED,
+        quiz.job_id: m.JobStatusEnum.SUCCEEDED,
+        weak.job_id: m.JobStatusEnum.FAILED,
+        cancelled.job_id: m.JobStatusEnum.CANCELLED,
+    }
+    done = py.call("ai_jobs_retrieve", "UserJob", client=learner, job_id=weak.job_id)
+    assert done.error_code == "INVALID_SCHEMA" and done.finished_at is not None
+    (found,) = py.call("ai_analyses_list", "PaginatedAnalysisList", client=learner).results
+    assert found.job_id == analysis.job_id and isinstance(found.level, m.LevelEnum)
+    assert py.call("ai_quizzes_list", "PaginatedQuizQuestionList", client=learner).results
+    for listing, model in (("ai_weak_points_list", "PaginatedWeakPointList"),
+                           ("ai_recommendations_list", "PaginatedRecommendationList"),
+                           ("ai_flashcards_list", "PaginatedFlashcardList")):  # fmt: skip
+        assert py.call(listing, model, client=learner).results == []
+    notices = py.call("ai_notifications_list", "PaginatedNotificationList", client=learner).results
+    assert {notice.job_id for notice in notices} >= {analysis.job_id, quiz.job_id}
+    assert all(isinstance(notice.job_type, m.JobTypeEnum) for notice in notices)
+    profile = py.call("ai_profile_retrieve", "AiProfile", client=learner)
+    assert profile.usage.platform_key.tokens_used >= 240 and isinstance(profile.usage.platform_key.cost_cents, float)
+    assert isinstance(profile.default_api_key_mode, m.ApiKeyModeEnum)
+
+
+def test_a_tenant_and_an_admin_through_the_generated_python_client(
+    server: str, python_client: PythonClient, model_server: ModelServer
+):
+    py, m, suffix = Py(python_client, server), python_client.models, _suffix()
+    admin = py.tenant(_tenant_key(f"gen-py-admin-{suffix}", is_admin=True))
+    tenant = py.tenant(_tenant_key(f"gen-py-tenant-{suffix}", is_admin=False))
+    name = f"gen-py-model-{suffix}"
+
+    created = py.call(
+        "model_create_model_create", "ModelConfigOut", 201, client=admin,
+        body=m.ModelConfigInRequest(
+            model_name=name, base_url=model_server.url, route="/v1/answer", api_key="API_KEY:model-secret",
+            max_concurrency=3, queue_limit=50, timeout_seconds=60, retry_times=1, remark="first",
+        ),
+    )  # fmt: skip
+    # An admin changes one field: only that field is sent, and only it changes.
+    updated = py.call(
+        "model_update_model_create", "ModelConfigOut", client=admin,
+        body=py.body("model_update_model_create", model_name=name, remark="second"),
+    )  # fmt: skip
+    back = py.call("model_get_model_retrieve", "ModelConfigOut", client=admin, model_name=name)
+    assert back.remark == "second" and back.to_dict() == updated.to_dict()
+    _unchanged(created, back, "remark")
+    assert (back.max_concurrency, back.queue_limit, back.timeout_seconds, back.route) == (3, 50, 60, "/v1/answer")
+    assert back.api_key != "" and back.api_key == created.api_key  # the key's mask: the key was kept
+
+    # The tenant's trip: createTask, getTaskResult, getTaskBatch, the download.
+    listed = py.call("model_list_models_retrieve", "PaginatedModelListItemList", client=tenant).results
+    assert [item.model_name for item in listed] == [name]
+    task = py.call(
+        "task_create_task_create", "TaskCreated", 201, client=tenant,
+        body=m.TaskCreateInRequest(model_name=name, request_payload=m.TaskCreateInRequestRequestPayload.from_dict(
+            {"question": "1/2 + 1/4?"}), biz_name="generated"),
+    )  # fmt: skip
+    assert task.state == 0
+    run_queue()
+    deadline = time.monotonic() + 30
+    while (
+        state := py.call("task_get_task_result_retrieve", "TaskResult", client=tenant, task_id=task.task_id)
+    ).state < 2:
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+    assert state.state == 2 and state.error_message is None
+    (picked,) = py.call(
+        "task_get_task_batch_create", "BatchOut", client=tenant, body=m.TaskBatchInRequest(task_ids=[task.task_id])
+    ).results
+    assert picked.task_id == task.task_id and picked.state == 4 and isinstance(picked.oss_file, str)
+    token = unquote(urlsplit(picked.oss_file).path.rsplit("/", 1)[1])
+    downloaded = py.call("task_download_retrieve", python_client.package.types.File, client=py.anonymous(), token=token)
+    assert json.loads(downloaded.payload.read()) == {"echo": {"question": "1/2 + 1/4?"}, "query": {}}
+    (stat,) = py.call("model_stats_retrieve", "PaginatedStatList", client=tenant).results
+    assert (stat.model_name, stat.request_count) == (name, 1)
+
+    spare = f"gen-py-spare-{suffix}"
+    py.call("model_create_model_create", "ModelConfigOut", 201, client=admin,
+            body=m.ModelConfigInRequest(model_name=spare, base_url=model_server.url))  # fmt: skip
+    deleted = py.call("model_delete_model_create", "Deleted", client=admin, body=m.ModelNameRequest(model_name=spare))
+    assert deleted.deleted is True
+
+
+# --- the TypeScript client -------------------------------------------------------------------------------
+
+
+def test_the_typescript_program_has_no_cast_and_no_any():
+    source = (TS_SOURCES / "trips.ts").read_text()
+    code = re.sub(r'"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`', '""', source)  # strings may say anything
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)  # and comments
+    assert not re.search(r"\bany\b", code), "any"
+    assert not re.search(r"\bas\s+(?!const\b)[A-Za-z{(\[]", code), "a cast (as T)"
+    assert not re.search(r"[\w)\]]!(?!=)", code), "a non-null assertion (x!)"
+    assert "@ts-" not in source and "eslint-disable" not in source
+
+
+def test_a_learner_a_runtime_a_tenant_and_an_admin_through_the_generated_typescript_client(
+    server: str, typescript_types: TypeScriptTypes, model_server: ModelServer
+):
+    suffix = _suffix()
+    with model_asynch_worker():
+        output = compile_and_run(
+            typescript_types,
+            {
+                "API_URL": server,
+                "RUN_SUFFIX": suffix,
+                "PASSWORD": PASSWORD,
+                "RUNTIME_TOKEN": RUNTIME_TOKEN,
+                "ADMIN_TENANT_KEY": _tenant_key(f"gen-ts-admin-{suffix}", is_admin=True),
+                "TENANT_KEY": _tenant_key(f"gen-ts-tenant-{suffix}", is_admin=False),
+                "MODEL_BASE_URL": model_server.url,
+            },
+        )
+    assert output.strip().endswith("trips done"), output
