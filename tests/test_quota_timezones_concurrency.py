@@ -16,7 +16,7 @@ from ai_jobs import services as job_services
 from ai_jobs.models import AiRuntimeJob
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
-from tests.test_runtime_concurrency import run_together
+from tests.support.concurrency import run_together
 from tests.user_api_support import Learner
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -12,7 +12,7 @@ from quotas import throttles
 from quotas.throttles import parse_rate
 from tests import fault_fixtures
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
-from tests.test_runtime_concurrency import run_together
+from tests.support.concurrency import run_together
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from quotas.models import ThrottleWindow
 from tests.conftest import ALL_TYPES, RuntimeClient
 from tests.ops_support import gunicorn
 from tests.runtime_fixtures import ROOT
-from tests.test_runtime_concurrency import run_together
+from tests.support.concurrency import run_together
 from tests.user_api_support import Learner
 
 

@@ -9,7 +9,7 @@ import pytest
 from ai_jobs.models import AiRuntimeJob
 from quotas import services as quotas
 from quotas.models import CircuitState, UserAiSettings, UserAiUsage
-from tests.test_runtime_concurrency import run_together
+from tests.support.concurrency import run_together
 from tests.user_api_support import Learner
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
