@@ -23,7 +23,7 @@ from ai_jobs.models import (
     RuntimeInstance,
 )
 from config.errors import DomainError, ErrorCode
-from quotas import services as quotas
+from quotas import selectors as quota_selectors
 from quotas.models import CircuitState, PlatformCircuitBreaker
 
 POLL_MAX = 50
@@ -46,7 +46,7 @@ def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> l
     platform = Q(api_key_mode=ApiKeyMode.PLATFORM_KEY)
     breaker = PlatformCircuitBreaker.objects.filter(id=1).exclude(state=CircuitState.CLOSED)
     jobs = list(due.filter(~platform | ~Exists(breaker))[:limit])
-    if len(jobs) < limit and quotas.breaker_state_hint() == CircuitState.HALF_OPEN:
+    if len(jobs) < limit and quota_selectors.breaker_state_hint() == CircuitState.HALF_OPEN:
         free = settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS - leased_platform_jobs()
         if free > 0:
             trial = due.filter(platform, Exists(breaker.filter(state=CircuitState.HALF_OPEN)))

@@ -14,7 +14,7 @@ from ai_jobs import selectors as jobs
 from ai_jobs.models import JobStatus
 from asynch import selectors as asynch
 from asynch.models import AsynchModel
-from quotas import services as quotas
+from quotas import selectors as quotas
 from quotas.models import ApiKeyMode, CircuitState
 
 QUEUE_STATUSES = (JobStatus.PENDING.value, JobStatus.LOCKED.value, JobStatus.RUNNING.value)

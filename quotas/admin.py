@@ -15,7 +15,7 @@ from django.urls import path, reverse
 from ai_jobs import services as job_services
 from ai_jobs.selectors import active_platform_jobs
 from config import formatting
-from quotas import services
+from quotas import selectors, services
 from quotas.models import (
     CircuitBreakerEvent,
     CircuitState,
@@ -74,10 +74,10 @@ class PlatformCircuitBreakerAdmin(admin.ModelAdmin):
                 else:
                     self.message_user(request, "The breaker was already in that state.", messages.WARNING)
                 return HttpResponseRedirect(reverse("admin:quotas_breaker_control"))
-        breaker = services.breaker_get()
+        breaker = selectors.breaker_get()
         if request.method != "POST":
             form = BreakerForm(initial={"to_state": breaker.state})  # the select shows where it is now
-        usage = services.platform_usage_today()
+        usage = selectors.platform_usage_today()
         context = {
             **self.admin_site.each_context(request),
             "title": "Platform circuit breaker",

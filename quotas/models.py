@@ -1,5 +1,5 @@
 """Per-user AI settings and daily usage, the platform's daily budget, and the
-circuit breaker that guards the platform key (seed 002 §2)."""
+circuit breaker that guards the platform key."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.utils.timezone import now
 
 
 class ApiKeyMode(models.TextChoices):
-    """Whose model key a job uses; a user's usage is counted per mode (seed 002 §2.1)."""
+    """Whose model key a job uses; a user's usage is counted per mode."""
 
     PLATFORM_KEY = "platform_key"
     USER_DEEPSEEK_KEY = "user_deepseek_key"
@@ -67,9 +67,9 @@ class UserAiSettings(models.Model):
 
 class UserAiUsage(models.Model):
     """What counts against one of a user's local days, per key mode (the two modes are
-    counted apart, seed 002 §2.1). A change of timezone to another local date leaves
-    this day: ``moved_to`` names the day arrived in (which took over this one's
-    counters), and ``left_epoch`` the user's ``quota_epoch`` from then on."""
+    counted apart). A change of timezone to another local date leaves this day:
+    ``moved_to`` names the day arrived in (which took over this one's counters), and
+    ``left_epoch`` the user's ``quota_epoch`` from then on."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_usage")
     local_date = models.DateField()

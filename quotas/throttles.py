@@ -1,4 +1,4 @@
-"""API throttles (seed 002 §2.3) as fixed-window counters that every web process shares.
+"""API throttles as fixed-window counters that every web process shares.
 
 One atomic step per request: with ``REDIS_URL`` set, a pipelined ``INCR`` + ``EXPIRE NX``
 in Redis; without it (the embedded default), one upsert ``... RETURNING count`` on a row
@@ -29,6 +29,7 @@ from rest_framework.views import APIView
 
 from accounts.usernames import username_key
 from config import sql
+from quotas import queries
 
 _PERIODS = {
     "s": 1,
@@ -100,19 +101,13 @@ def _warn_unreachable(error: Exception, what: str = "Redis") -> None:
     )
 
 
-_UPSERT = (
-    "INSERT INTO quotas_throttle_window (window_key, count, expires_at) VALUES (%s, 1, %s) "
-    "ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1 RETURNING count"
-)
-
-
 def _count_in_database(key: str, ttl: int, now: float) -> int:
     """The window's count after this request, in one statement (PostgreSQL and SQLite
     alike). A window's first request also sweeps the windows that have ended, so the
     table holds only the current ones."""
-    count = int(sql.fetch(_UPSERT, [key, now + ttl])[0][0])
+    count = int(sql.fetch(queries.COUNT_THROTTLE_WINDOW, {"key": key, "expires_at": now + ttl})[0][0])
     if count == 1:
-        sql.execute("DELETE FROM quotas_throttle_window WHERE expires_at < %s", [now])
+        sql.execute(queries.SWEEP_THROTTLE_WINDOWS, {"now": now})
     return count
 
 

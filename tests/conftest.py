@@ -7,7 +7,7 @@ from django.conf import LazySettings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from quotas import services as quota_services
+from quotas import selectors as quota_selectors
 from tests.factories import UserFactory
 
 RUNTIME_TOKEN = "test-runtime-token"
@@ -28,7 +28,7 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.AUTH_THROTTLE_RATE = "100000/min"
     settings.ASYNCH_ALLOWED_MODEL_HOSTS = MODEL_HOSTS.split(",")
     cache.clear()
-    quota_services.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
+    quota_selectors.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
 
 
 class RuntimeClient:

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from ai_jobs.models import AiRuntimeJob
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState
 from tests.conftest import RuntimeClient, error_code
@@ -68,12 +69,12 @@ def test_while_half_open_at_most_the_trial_number_of_platform_jobs_run(runtime, 
     # A trial ends (a failure reopens it, a success closes it): a trial that ended frees its place.
     runtime.heartbeat(trials[0])
     assert runtime.fail(trials[0], 1, "INVALID_SNAPSHOT").json()["status"] == "failed"  # not a model failure
-    assert quotas.breaker_get().state == CircuitState.HALF_OPEN
+    assert quota_selectors.breaker_get().state == CircuitState.HALF_OPEN
     assert len(_ids(other_runtime.claim(limit=10))) == 1
     assert AiRuntimeJob.objects.filter(api_key_mode="platform_key", status__in=["locked", "running"]).count() == 2
     # One success closes the breaker: the rest run as usual.
     assert runtime.result(trials[1], 1, VALID_OUTPUTS["learning_state_analysis"]).status_code == 200
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
     assert len(_ids(runtime.claim(limit=10))) == 2
 
 

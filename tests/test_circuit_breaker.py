@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitBreakerEvent, CircuitState, PlatformDailyUsage, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
@@ -38,9 +39,9 @@ def test_ten_platform_model_failures_in_a_row_open_the_breaker_for_platform_jobs
     for _ in range(9):
         _run_and_fail(learner, runtime)
     _run_and_fail(learner, runtime, "INVALID_SNAPSHOT")  # not a model failure: not counted
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
     _run_and_fail(learner, runtime, "MODEL_RATE_LIMIT")
-    breaker = quotas.breaker_get()
+    breaker = quota_selectors.breaker_get()
     assert breaker.state == CircuitState.OPEN and breaker.consecutive_failures == 10
     refused = learner.job()
     assert refused.status_code == 503 and error_code(refused) == "PLATFORM_CIRCUIT_OPEN"
@@ -58,10 +59,10 @@ def test_a_success_resets_the_count_of_consecutive_failures(settings):
     for _ in range(9):
         _run_and_fail(learner, runtime)
     _run_and_succeed(learner, runtime)
-    assert quotas.breaker_get().consecutive_failures == 0
+    assert quota_selectors.breaker_get().consecutive_failures == 0
     for _ in range(9):
         _run_and_fail(learner, runtime)
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
 
 
 def test_user_key_failures_do_not_count():
@@ -71,7 +72,7 @@ def test_user_key_failures_do_not_count():
         job_id = learner.job(apiKeyMode="user_deepseek_key", credentialId=credential).json()["jobId"]
         runtime.lock(job_id)
         runtime.fail(job_id, 1, "MODEL_TIMEOUT")
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
 
 
 def test_half_open_admits_two_platform_jobs_and_one_success_closes_it():
@@ -83,7 +84,7 @@ def test_half_open_admits_two_platform_jobs_and_one_success_closes_it():
     assert third.status_code == 503 and error_code(third) == "PLATFORM_CIRCUIT_HALF_OPEN"
     runtime.lock(first)
     runtime.result(first, 1, VALID_OUTPUTS["learning_state_analysis"])
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
     assert learner.job().status_code == 201
     assert [e.to_state for e in CircuitBreakerEvent.objects.order_by("id")] == ["open", "half_open", "closed"]
     assert learner.get(f"/ai/jobs/{second}").json()["status"] == "pending"
@@ -94,7 +95,7 @@ def test_a_failure_while_half_open_opens_it_again():
     quotas.breaker_transition(to=CircuitState.OPEN, actor="system", reason="test")
     quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="try again")
     _run_and_fail(learner, runtime)
-    assert quotas.breaker_get().state == CircuitState.OPEN
+    assert quota_selectors.breaker_get().state == CircuitState.OPEN
 
 
 def test_a_result_counts_tokens_for_the_user_and_the_platform_and_going_over_budget_opens_it(settings):
@@ -103,11 +104,11 @@ def test_a_result_counts_tokens_for_the_user_and_the_platform_and_going_over_bud
     _run_and_succeed(learner, runtime)
     usage = UserAiUsage.objects.get(user=learner.user, api_key_mode="platform_key")
     assert (usage.job_count, usage.tokens_used, usage.cost_cents) == (1, 500, Decimal("1.5"))
-    assert quotas.platform_usage_today().tokens_used == 500
-    assert quotas.breaker_get().state == CircuitState.CLOSED
+    assert quota_selectors.platform_usage_today().tokens_used == 500
+    assert quota_selectors.breaker_get().state == CircuitState.CLOSED
     _run_and_succeed(learner, runtime)
-    assert quotas.platform_usage_today().tokens_used == 1000
-    assert quotas.breaker_get().state == CircuitState.OPEN
+    assert quota_selectors.platform_usage_today().tokens_used == 1000
+    assert quota_selectors.breaker_get().state == CircuitState.OPEN
     assert "token budget" in CircuitBreakerEvent.objects.get().reason
     # While today's budget is used up its own code answers (contract §4 step 8), not the breaker's.
     assert error_code(learner.job()) == "PLATFORM_TOKEN_BUDGET_EXCEEDED"
@@ -131,7 +132,7 @@ def test_an_operator_moves_the_breaker_in_admin_and_the_change_is_recorded():
             "/admin/quotas/platformcircuitbreaker/", {"to_state": to_state, "reason": f"drill {to_state}"}, follow=True
         )
         assert response.status_code == 200
-        assert quotas.breaker_get().state == to_state
+        assert quota_selectors.breaker_get().state == to_state
     events = list(CircuitBreakerEvent.objects.order_by("id").values_list("to_state", "actor", "reason"))
     assert events == [
         ("open", "ops", "drill open"),

@@ -13,7 +13,7 @@ from django.test import Client
 
 from ai_jobs import snapshots
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, Flashcard, QuizQuestion
-from quotas import services as quotas
+from quotas import selectors as quota_selectors
 from quotas.models import UserAiSettings, UserAiUsage
 from runtime_worker import prompts
 from tests.conftest import RuntimeClient, error_code
@@ -108,7 +108,7 @@ def test_a_result_after_consent_was_withdrawn_stores_publishes_and_charges_nothi
     assert _results(learner) == before
     usage = UserAiUsage.objects.get(user=learner.user, api_key_mode="platform_key")
     assert (usage.tokens_used, usage.cost_cents) == (0, Decimal(0))
-    assert quotas.platform_usage_today().tokens_used == 0
+    assert quota_selectors.platform_usage_today().tokens_used == 0
     # The same result again is still refused: it is not a duplicate of anything stored.
     again = runtime.result(job["jobId"], job["attemptNo"], VALID_OUTPUTS["quiz_generation"])
     assert again.status_code == 409 and not AiRuntimeResult.objects.exists()
@@ -191,4 +191,4 @@ def test_make_runs_bootstrap_account_has_ai_analysis_on(capsys, settings):
     settings.DEBUG = True  # make run's setting: dev_bootstrap refuses to run without it
     call_command("dev_bootstrap", username="admin", password="admin", port=8000)
     user = get_user_model().objects.get(username="admin")
-    assert quotas.ai_settings_get(user=user).ai_analysis_enabled is True
+    assert quota_selectors.ai_settings_get(user=user).ai_analysis_enabled is True

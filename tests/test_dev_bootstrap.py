@@ -20,6 +20,7 @@ from asynch.models import Tenant
 from config import keyring
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
 from ops import demo, quickstart
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from runtime_worker.standin import StandinServer
 from tests.test_credentials_support import (  # noqa: F401  (fixtures)
@@ -52,7 +53,7 @@ def test_it_makes_the_operator_the_demo_learner_and_the_demo_tenant_once(setting
     assert User.objects.get(username="admin").is_superuser
     learner = User.objects.get(username="demo")
     assert learner.check_password("demo") and not learner.is_staff
-    assert quotas.ai_settings_get(user=learner).ai_analysis_enabled is True
+    assert quota_selectors.ai_settings_get(user=learner).ai_analysis_enabled is True
     assert KnowledgeBase.objects.filter(user=learner).count() == 1  # the second run added nothing
     assert KnowledgePoint.objects.filter(user=learner).count() == len(demo.DEMO_KNOWLEDGE_POINTS)
     records = StudyRecord.objects.filter(user=learner)

@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
@@ -49,14 +50,16 @@ def test_seed_000s_provider_failures_count_towards_the_breaker(runtime, settings
     for code in ("NETWORK_ERROR", "TEMPORARY_PROVIDER_ERROR"):
         job = JobFactory()
         runtime.fail(job.id, runtime.lock(job.id).json()["attemptNo"], code)
-    assert quotas.breaker_get().state == CircuitState.OPEN
+    assert quota_selectors.breaker_get().state == CircuitState.OPEN
 
 
 # --- the platform budget's own codes (contract §4 step 8) -----------------------------------------
 
 
 def _spend_today(tokens: int = 0, cents: int = 0, day: dt.date | None = None) -> None:
-    PlatformDailyUsage.objects.create(day=day or quotas.platform_day(), shard=0, tokens_used=tokens, cost_cents=cents)
+    PlatformDailyUsage.objects.create(
+        day=day or quota_selectors.platform_day(), shard=0, tokens_used=tokens, cost_cents=cents
+    )
 
 
 def test_while_todays_platform_tokens_are_used_up_new_platform_jobs_get_the_token_budget_code(settings):
@@ -64,7 +67,7 @@ def test_while_todays_platform_tokens_are_used_up_new_platform_jobs_get_the_toke
     learner = Learner()
     _spend_today(tokens=999)
     quotas.platform_usage_add(tokens=1, cost_cents=Decimal(0))  # going over opens the breaker
-    assert quotas.breaker_get().state == CircuitState.OPEN
+    assert quota_selectors.breaker_get().state == CircuitState.OPEN
     refused = learner.job()
     assert refused.status_code == 400 and error_code(refused) == "PLATFORM_TOKEN_BUDGET_EXCEEDED"
     # The user's own key is not the platform's budget.
@@ -76,7 +79,7 @@ def test_while_todays_platform_cost_is_used_up_new_platform_jobs_get_the_cost_bu
     settings.PLATFORM_DAILY_COST_BUDGET_CENTS = 100
     learner = Learner()
     quotas.platform_usage_add(tokens=10, cost_cents=Decimal(100))
-    assert quotas.breaker_get().state == CircuitState.OPEN
+    assert quota_selectors.breaker_get().state == CircuitState.OPEN
     refused = learner.job()
     assert refused.status_code == 400 and error_code(refused) == "PLATFORM_COST_BUDGET_EXCEEDED"
 
@@ -84,7 +87,7 @@ def test_while_todays_platform_cost_is_used_up_new_platform_jobs_get_the_cost_bu
 def test_once_the_day_has_turned_an_open_breaker_answers_circuit_open_until_half_opened(settings):
     settings.PLATFORM_DAILY_TOKEN_BUDGET = 1000
     learner = Learner()
-    _spend_today(tokens=5000, day=quotas.platform_day() - dt.timedelta(days=1))  # yesterday's overspend
+    _spend_today(tokens=5000, day=quota_selectors.platform_day() - dt.timedelta(days=1))  # yesterday's overspend
     quotas.breaker_transition(to=CircuitState.OPEN, actor="system", reason="yesterday's budget")
     refused = learner.job()
     assert refused.status_code == 503 and error_code(refused) == "PLATFORM_CIRCUIT_OPEN"
@@ -124,7 +127,7 @@ def test_failed_calls_count_against_the_users_and_the_platforms_day_and_the_acce
     ]
     assert runtime.post(f"jobs/{job_id}/invocation-logs", {"logs": logs}).status_code == 201
     assert _usage(learner.user) == (500, Decimal("1.5"))
-    assert quotas.platform_usage_today().tokens_used == 500
+    assert quota_selectors.platform_usage_today().tokens_used == 500
     # The accepted call: its tokens count through the result, and its log (no errorCode) adds nothing.
     usage = {"promptTokens": 900, "completionTokens": 100}
     result = runtime.result(job_id, attempt, VALID_OUTPUTS["learning_state_analysis"], usage=usage, costCents="3")
@@ -132,7 +135,7 @@ def test_failed_calls_count_against_the_users_and_the_platforms_day_and_the_acce
     accepted = _log("req-3", tokens=1000, cents="3", error=None)
     assert runtime.post(f"jobs/{job_id}/invocation-logs", {"logs": [accepted]}).status_code == 201
     assert _usage(learner.user) == (1500, Decimal("4.5"))
-    assert quotas.platform_usage_today().tokens_used == 1500
+    assert quota_selectors.platform_usage_today().tokens_used == 1500
     assert learner.get("/ai/profile").json()["usage"]["platform_key"]["tokensUsed"] == 1500
 
 
@@ -144,7 +147,7 @@ def test_a_log_resent_is_counted_once(runtime):
     for _ in range(3):
         assert runtime.post(f"jobs/{job_id}/invocation-logs", body).status_code == 201
     assert AiInvocationLog.objects.count() == 1
-    assert _usage(learner.user) == (300, Decimal(1)) and quotas.platform_usage_today().tokens_used == 300
+    assert _usage(learner.user) == (300, Decimal(1)) and quota_selectors.platform_usage_today().tokens_used == 300
 
 
 @pytest.mark.django_db(transaction=True)
@@ -185,7 +188,7 @@ def test_a_user_key_jobs_failed_calls_count_for_the_user_not_the_platform(runtim
     logs = [_log("req-1", tokens=400, cents="2", error="MODEL_RATE_LIMIT")]
     assert runtime.post(f"jobs/{job_id}/invocation-logs", {"logs": logs}).status_code == 201
     assert _usage(learner.user, "user_deepseek_key") == (400, Decimal(2))
-    assert quotas.platform_usage_today().tokens_used == 0
+    assert quota_selectors.platform_usage_today().tokens_used == 0
 
 
 def test_failed_calls_count_on_the_day_the_job_was_counted(runtime):

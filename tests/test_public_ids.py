@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
-from quotas import services as quota_services
+from quotas import selectors as quota_selectors
 from tests.api_walk_support import RUNTIME_ID, World, build_world
 from tests.conftest import error_code
 from tests.factories import JobFactory, UserFactory
@@ -177,7 +177,7 @@ def test_target_id_me_names_the_caller_and_only_their_public_id_does_too():
 
 
 def test_listing_jobs_costs_the_same_statements_for_one_job_or_twenty(runtime, monkeypatch):
-    monkeypatch.setattr(quota_services, "BREAKER_STATE_MAX_AGE_SECONDS", 3600)  # its hint read once, not by chance
+    monkeypatch.setattr(quota_selectors, "BREAKER_STATE_MAX_AGE_SECONDS", 3600)  # its hint read once, not by chance
     learner = Learner()
     JobFactory(user=learner.user)
 

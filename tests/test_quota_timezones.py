@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ai_jobs.models import AiRuntimeJob
 from config.errors import DomainError, ErrorCode
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
@@ -134,7 +135,7 @@ def test_a_job_counted_with_settings_read_before_a_move_lands_on_the_day_moved_t
     at(EVENING)
     learner = _learner(jobs=2)
     assert _created(learner.job())
-    read_before = quotas.quota_state_get(user_id=learner.user.pk)
+    read_before = quota_selectors.quota_state_get(user_id=learner.user.pk)
     assert read_before.day == NOV_30
     _move(learner, "Pacific/Kiritimati")
     day = quotas.quota_reserve_job(ai_settings=read_before.ai_settings, api_key_mode="platform_key", day=NOV_30)
@@ -192,7 +193,7 @@ def test_a_move_back_to_a_day_makes_it_the_users_own_again(at):
 def test_the_service_refuses_a_timezone_that_is_not_iana():
     learner = _learner()
     with pytest.raises(DomainError) as refused:
-        quotas.ai_settings_update(user=learner.user, timezone_name="Mars/Olympus")
+        quotas.ai_settings_write(user=learner.user, timezone_name="Mars/Olympus")
     assert refused.value.code == ErrorCode.VALIDATION_ERROR and "timezone" in refused.value.fields
     assert UserAiSettings.objects.get(user=learner.user).timezone == "UTC"
 

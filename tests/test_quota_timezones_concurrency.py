@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 from ai_jobs import services as job_services
 from ai_jobs.models import AiRuntimeJob
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.support.concurrency import run_together
@@ -73,8 +74,8 @@ def test_flipping_timezone_while_creating_jobs_never_gives_more_than_the_days_li
     jobs = AiRuntimeJob.objects.filter(user=learner.user)
     assert outcomes["created"] == jobs.count() == LIMIT, outcomes
     # The day the user is on holds every job, wherever each was counted.
-    settings = quotas.ai_settings_get(user=learner.user)
-    today = quotas.usage_of_day(user_id=learner.user.pk, day=quotas.local_date(ai_settings=settings))
+    settings = quota_selectors.ai_settings_get(user=learner.user)
+    today = quota_selectors.usage_of_day(user_id=learner.user.pk, day=quota_selectors.local_date(ai_settings=settings))
     assert today["platform_key"].job_count == LIMIT
     assert {job.quota_date for job in jobs} <= set(
         UserAiUsage.objects.filter(user=learner.user, job_count__gt=0).values_list("local_date", flat=True)
@@ -85,7 +86,7 @@ def test_flipping_timezone_while_creating_jobs_never_gives_more_than_the_days_li
 def test_flipping_timezone_while_results_land_leaves_every_token_on_the_day_the_user_is_on(mode):
     learner = Learner()
     UserAiSettings.objects.filter(user=learner.user).update(timezone=WEST)
-    job_day = quotas.local_date(ai_settings=quotas.ai_settings_get(user=learner.user))
+    job_day = quota_selectors.local_date(ai_settings=quota_selectors.ai_settings_get(user=learner.user))
 
     def land(count: int) -> None:
         for _ in range(count):
@@ -104,8 +105,8 @@ def test_flipping_timezone_while_results_land_leaves_every_token_on_the_day_the_
         flipper.join(timeout=60)
     land(10)
     assert flips[-1] == EAST and len(flips) == 9
-    settings = quotas.ai_settings_get(user=learner.user)
-    today = quotas.local_date(ai_settings=settings)
+    settings = quota_selectors.ai_settings_get(user=learner.user)
+    today = quota_selectors.local_date(ai_settings=settings)
     assert today != job_day
-    usage = quotas.usage_of_day(user_id=learner.user.pk, day=today)[mode]
+    usage = quota_selectors.usage_of_day(user_id=learner.user.pk, day=today)[mode]
     assert (usage.tokens_used, usage.cost_cents) == (70 * 7, Decimal("35.0000"))

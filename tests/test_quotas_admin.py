@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiUsage
 from tests.factories import JobFactory, UserFactory
@@ -52,6 +53,6 @@ def test_the_breaker_panel_says_what_each_state_admits_and_selects_the_current_o
 def test_the_over_budget_reason_is_written_as_people_read_figures(settings):
     settings.PLATFORM_DAILY_COST_BUDGET_CENTS = 100
     quotas.platform_usage_add(tokens=5, cost_cents=Decimal("100.5"))
-    assert quotas.platform_over_budget() == "Platform daily cost budget used: $1.01 of $1.00 (100.5%)"
+    assert quota_selectors.platform_over_budget() == "Platform daily cost budget used: $1.01 of $1.00 (100.5%)"
     settings.PLATFORM_DAILY_TOKEN_BUDGET = 4
-    assert quotas.platform_over_budget() == "Platform daily token budget used: 5 of 4 (125.0%)"
+    assert quota_selectors.platform_over_budget() == "Platform daily token budget used: 5 of 4 (125.0%)"

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob
 from ai_jobs.snapshots import snapshot_create
 from config.errors import RuntimeErrorCode
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, UserAiSettings
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
@@ -151,7 +152,7 @@ def test_claim_with_include_is_two_statements_whatever_the_number_of_jobs(runtim
     credential = make_credential(user)
     jobs = [_with_snapshot(JobFactory()) for _ in range(4)]
     jobs.append(_with_snapshot(JobFactory(user=user, api_key_mode="user_deepseek_key", credential_id=credential.id)))
-    quotas.breaker_state_hint()  # the breaker's state as the process already knows it (read at most once a second)
+    quota_selectors.breaker_state_hint()  # the breaker's state as the process already knows it (read at most once a second)
     response, statements = _statements(lambda: _claim(runtime, ["snapshot", "credential"], limit=len(jobs)))
     assert response.status_code == 200 and len(response.json()["jobs"]) == len(jobs)
     assert len(statements) == 2, statements  # the claim's UPDATE, then one read of every job's snapshot and key

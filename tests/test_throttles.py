@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 private_redis = fault_fixtures.private_redis
 
 
-def test_parse_rate_reads_the_seed_notation():
+def test_parse_rate_reads_the_settings_notation():
     assert parse_rate("300/min") == (300, 60)
     assert parse_rate("60/minute") == (60, 60)
     assert parse_rate("10/s") == (10, 1)

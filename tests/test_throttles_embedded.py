@@ -63,7 +63,7 @@ def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of
         "METRICS_REDIS_URL": "<unset>",
         "PROMETHEUS_MULTIPROC_DIR": str(var / "metrics"),
         "CELERY_BROKER_URL": "<unset>",
-        "USER_THROTTLE_RATE": "60/min",  # the seed's default, written out
+        "USER_THROTTLE_RATE": "60/min",  # the default, written out
         "LOG_FORMAT": "json",
         "CREDENTIAL_DEV_KEY_WARNING": "false",
     }

@@ -11,6 +11,7 @@ from django.utils import timezone
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.services import creation
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage, UserAiSettings, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
@@ -153,7 +154,7 @@ def test_the_daily_job_limit_counts_each_key_mode_apart(learner):
 
 def test_the_daily_token_budget_refuses_new_jobs_once_used(learner):
     UserAiSettings.objects.update_or_create(user=learner.user, defaults={"max_daily_token_budget": 100})
-    day = quotas.local_date(ai_settings=UserAiSettings.objects.get(user=learner.user))
+    day = quota_selectors.local_date(ai_settings=UserAiSettings.objects.get(user=learner.user))
     UserAiUsage.objects.create(user=learner.user, local_date=day, api_key_mode="platform_key", tokens_used=100)
     response = learner.job()
     assert response.status_code == 400 and error_code(response) == "DAILY_TOKEN_BUDGET_EXCEEDED"
@@ -161,12 +162,12 @@ def test_the_daily_token_budget_refuses_new_jobs_once_used(learner):
 
 def test_the_platform_budgets_refuse_platform_key_jobs_only(learner, settings):
     settings.PLATFORM_DAILY_TOKEN_BUDGET = 1000
-    PlatformDailyUsage.objects.create(day=quotas.platform_day(), shard=3, tokens_used=1000)
+    PlatformDailyUsage.objects.create(day=quota_selectors.platform_day(), shard=3, tokens_used=1000)
     response = learner.job()
     assert response.status_code == 400 and error_code(response) == "PLATFORM_TOKEN_BUDGET_EXCEEDED"
     settings.PLATFORM_DAILY_TOKEN_BUDGET = 10_000_000
     settings.PLATFORM_DAILY_COST_BUDGET_CENTS = 5
-    PlatformDailyUsage.objects.create(day=quotas.platform_day(), shard=4, cost_cents=5)
+    PlatformDailyUsage.objects.create(day=quota_selectors.platform_day(), shard=4, cost_cents=5)
     response = learner.job()
     assert response.status_code == 400 and error_code(response) == "PLATFORM_COST_BUDGET_EXCEEDED"
     credential = learner.credential()

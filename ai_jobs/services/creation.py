@@ -17,6 +17,7 @@ from config.errors import DomainError, ErrorCode
 from config.sql import fetch
 from credentials.selectors import credential_get_for_user
 from learning.selectors import target_exists_for_user
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState
 
@@ -89,7 +90,7 @@ def job_submit(
     if not target_exists_for_user(user=user, target_type=target_type, target_id=target_id):
         raise DomainError(ErrorCode.NOT_FOUND, f"{target_type} {target_id} not found")
     # 4. AI analysis enabled (read with the day's usage of step 7, in one statement)
-    quota_state = quotas.quota_state_get(user_id=user.pk)
+    quota_state = quota_selectors.quota_state_get(user_id=user.pk)
     ai_settings = quota_state.ai_settings
     if not ai_settings.ai_analysis_enabled:
         raise DomainError(ErrorCode.AI_ANALYSIS_DISABLED, "AI analysis is turned off in the user's settings")

@@ -22,6 +22,7 @@ from ai_jobs.models import (
 )
 from config.errors import DomainError, ErrorCode
 from config.sql import insert_rows
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings
 
@@ -103,7 +104,7 @@ def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
     if job.rerun_as_id:
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {job.rerun_as_id}")
-    if not quotas.ai_settings_get(user_id=job.user_id).ai_analysis_enabled:
+    if not quota_selectors.ai_settings_get(user_id=job.user_id).ai_analysis_enabled:
         raise DomainError(
             ErrorCode.AI_ANALYSIS_DISABLED,
             f"Job {job.id} was not rerun: its user has AI analysis turned off, and only they can turn it on",
@@ -155,12 +156,12 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
 
 
 def ai_settings_update(*, user: AbstractBaseUser, by_staff: bool = False, **changes: Any) -> UserAiSettings:
-    """Change a user's AI settings (``quotas.services.ai_settings_update``, same
+    """Change a user's AI settings (``quotas.services.ai_settings_write``, same
     keywords). Turning AI analysis off withdraws consent: the user's pending jobs are
     cancelled and their running ones asked to stop (seed 000 §9), in the same
     transaction as the setting."""
     with transaction.atomic():
-        ai_settings = quotas.ai_settings_update(user=user, by_staff=by_staff, **changes)
+        ai_settings = quotas.ai_settings_write(user=user, by_staff=by_staff, **changes)
         if changes.get("ai_analysis_enabled") is False:
             jobs_cancel(job_ids=selectors.open_job_ids(user=user), reason="AI analysis was turned off by the user")
     return ai_settings

@@ -33,6 +33,7 @@ from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from config.sql import execute, insert_rows, inserts_together
 from credentials.services import credential_unseal
+from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState
 
@@ -87,7 +88,7 @@ def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
         )
         if locked:
             return locked[0]
-        state = quotas.breaker_get().state
+        state = quota_selectors.breaker_get().state
         if state == CircuitState.HALF_OPEN:
             raise DomainError(
                 ErrorCode.JOB_NOT_ACTIVE,
@@ -112,7 +113,7 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
     most), decided under the breaker row's lock, so runtimes claiming at once never
     exceed it. Nothing when it is not half-open, or no trial is free."""
     with transaction.atomic():
-        if not quotas.breaker_hold_half_open():
+        if not quotas.breaker_lock_half_open():
             return []
         free = settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS - selectors.leased_platform_jobs()
         return take(free) if free > 0 else []
@@ -126,7 +127,7 @@ def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: 
     jobs = transitions.claim(
         job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=_lease(), start=start
     )
-    if len(jobs) < limit and job_types and quotas.breaker_state_hint() == CircuitState.HALF_OPEN:
+    if len(jobs) < limit and job_types and quota_selectors.breaker_state_hint() == CircuitState.HALF_OPEN:
         jobs += _trial(
             lambda free: transitions.claim(
                 job_types=job_types,

@@ -1,4 +1,4 @@
-"""Wire shapes of the user's AI settings and status (contract §4)."""
+"""Wire shapes of the user's AI settings and status."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""``/ai/profile`` and ``/ai/settings`` (contract §4)."""
+"""``/ai/profile`` and ``/ai/settings``: a settings change goes through
+``ai_jobs.services.ai_settings_update``, which cancels the user's jobs when AI analysis
+is turned off."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from accounts.selectors import public_id_of
 from ai_jobs import services as job_services
 from config.errors import ErrorCode
 from config.openapi import raises
-from quotas import services
+from quotas import selectors
 from quotas.api import serializers as s
 from quotas.models import ApiKeyMode, CircuitState, UserAiSettings
 from quotas.throttles import UserThrottle
@@ -26,7 +28,7 @@ def _settings_body(row: UserAiSettings) -> dict[str, Any]:
         "defaultApiKeyMode": row.default_api_key_mode,
         "maxDailyAiJobs": row.max_daily_ai_jobs,
         "maxDailyTokenBudget": row.max_daily_token_budget,
-        "localDate": services.local_date(ai_settings=row),
+        "localDate": selectors.local_date(ai_settings=row),
     }
     return s.AiSettingsSerializer(body).data
 
@@ -38,11 +40,11 @@ class UserView(APIView):
 @extend_schema(tags=["ai"], responses=s.AiProfileSerializer)
 class AiProfileView(UserView):
     def get(self, request: Request) -> Response:
-        row = services.ai_settings_get(user=request.user)
-        day = services.local_date(ai_settings=row)
-        usage = services.usage_of_day(user_id=row.user_id, day=day)
-        breaker = services.breaker_get()
-        over_budget = services.platform_over_budget()
+        row = selectors.ai_settings_get(user=request.user)
+        day = selectors.local_date(ai_settings=row)
+        usage = selectors.usage_of_day(user_id=row.user_id, day=day)
+        breaker = selectors.breaker_get()
+        over_budget = selectors.platform_over_budget()
         available = breaker.state != CircuitState.OPEN and not over_budget
         message = {
             CircuitState.CLOSED: "Platform key available",
@@ -80,7 +82,7 @@ class AiProfileView(UserView):
 class AiSettingsView(UserView):
     @extend_schema(responses=s.AiSettingsSerializer)
     def get(self, request: Request) -> Response:
-        return Response(_settings_body(services.ai_settings_get(user=request.user)))
+        return Response(_settings_body(selectors.ai_settings_get(user=request.user)))
 
     @extend_schema(request=s.AiSettingsPatchSerializer, responses=s.AiSettingsSerializer)
     @raises(ErrorCode.FORBIDDEN)

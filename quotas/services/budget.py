@@ -1,0 +1,57 @@
+"""The platform key's daily budget: tokens and cost of the UTC day, counted in shard
+rows; going over opens the breaker, and while the day's budget is used up new
+platform-key jobs get its own codes."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+from django.utils import timezone
+
+from config.errors import DomainError, ErrorCode
+from config.sql import fetch
+from quotas import queries
+from quotas.models import PLATFORM_USAGE_SHARDS
+from quotas.selectors import PlatformUsage, platform_day, platform_usage, platform_usage_today
+from quotas.services.breaker import breaker_check_open, breaker_open_over_budget
+
+
+def platform_shard() -> int:
+    """The shard a count goes to: any, so concurrent results rarely meet on one row."""
+    return random.randrange(PLATFORM_USAGE_SHARDS)
+
+
+def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
+    """Add to a shard of today's platform usage; going over a budget opens the breaker."""
+    fetch(
+        queries.ADD_PLATFORM_USAGE,
+        {
+            "day": platform_day(),
+            "shard": platform_shard(),
+            "tokens": tokens,
+            "cost_cents": cost_cents,
+            "now": timezone.now(),
+        },
+    )
+    breaker_open_over_budget(reason=platform_usage_today().over_budget())
+
+
+def platform_budget_admit(usage: PlatformUsage | None = None) -> None:
+    """Refuse a new platform-key job while today's token or cost budget is used up."""
+    usage = usage or platform_usage_today()
+    if usage.tokens_used >= usage.token_budget:
+        raise DomainError(ErrorCode.PLATFORM_TOKEN_BUDGET_EXCEEDED, "The platform's daily token budget is used up")
+    if usage.cost_cents >= usage.cost_budget_cents:
+        raise DomainError(ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED, "The platform's daily cost budget is used up")
+
+
+def platform_admit() -> str:
+    """The platform key's say on a new job, in one statement: the day's budgets first
+    (their codes answer while they are used up, though going over opened the breaker),
+    then the breaker (``PLATFORM_CIRCUIT_OPEN`` while open). Returns the breaker's state;
+    a breaker never written yet is closed."""
+    day = platform_day()
+    ((tokens, cost, state),) = fetch(queries.PLATFORM_ADMISSION, {"day": day})
+    platform_budget_admit(platform_usage(day=day, tokens=tokens, cost=cost))
+    return breaker_check_open(state)
