@@ -1,4 +1,4 @@
-"""The circuit breaker protects the provider, not only admission (contract §3): while
+"""The circuit breaker protects the provider, not only admission: while
 open, claim, poll and lock pass over platform-key jobs; while half-open at most
 ``PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS`` of them are locked/running at once, however
 many runtimes claim together. User-key jobs are never held back."""
@@ -17,16 +17,8 @@ from quotas import services as quotas
 from quotas.models import CircuitState
 from tests.conftest import RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
+from tests.support.breaker import breaker_half_open, breaker_open
 from tests.user_api_support import Learner
-
-
-def _open() -> None:
-    quotas.breaker_transition(to=CircuitState.OPEN, actor="system", reason="the provider answers 503")
-
-
-def _half_open() -> None:
-    _open()
-    quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="try again")
 
 
 def _ids(response) -> list[str]:
@@ -39,7 +31,7 @@ def test_while_open_a_platform_job_queued_before_is_not_claimed_and_a_user_key_j
     learner = Learner()
     platform = learner.job().json()["jobId"]
     user_key = learner.job(apiKeyMode="user_deepseek_key", credentialId=learner.credential()).json()["jobId"]
-    _open()
+    breaker_open()
     polled = runtime.post("jobs/poll", {"capabilities": ["learning_state_analysis"], "limit": 10})
     assert _ids(polled) == [user_key]
     assert _ids(runtime.claim()) == [user_key]
@@ -57,7 +49,7 @@ def test_while_half_open_at_most_the_trial_number_of_platform_jobs_run(runtime, 
     settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = 2
     waiting = [JobFactory().id for _ in range(5)]
     user_key = JobFactory(api_key_mode="user_deepseek_key", credential_id="cred_x").id
-    _half_open()
+    breaker_half_open()
     assert len(_ids(runtime.post("jobs/poll", {"capabilities": ["learning_state_analysis"], "limit": 10}))) == 3
     first = _ids(runtime.claim(limit=10))
     assert user_key in first and len(first) == 3  # the user-key job and two trial jobs
@@ -84,7 +76,7 @@ def test_sixteen_runtimes_claiming_and_locking_at_once_while_half_open_run_no_mo
     settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = 2
     platform = [JobFactory().id for _ in range(40)]
     user_key = [JobFactory(api_key_mode="user_deepseek_key", credential_id="cred_x").id for _ in range(20)]
-    _half_open()
+    breaker_half_open()
     barrier = threading.Barrier(16)
     got: list[str] = []
     outcomes: Counter[int] = Counter()
@@ -102,7 +94,7 @@ def test_sixteen_runtimes_claiming_and_locking_at_once_while_half_open_run_no_mo
         for _ in range(3):
             if index % 2:
                 ids = _ids(client.claim(limit=3))
-            else:  # half of them lock named platform jobs, as a seed-000 runtime would
+            else:  # half of them lock named platform jobs, as a runtime of the first protocol would
                 target = platform[(index * 3 + _) % len(platform)]
                 response = client.lock(target)
                 ids = [target] if response.status_code == 200 else []

@@ -1,6 +1,6 @@
-"""What the seeds say, to the letter, where a runtime or a client relies on it: seed
-000's failure codes, the platform budget's own codes, every model call counted, the
-learning profile's DELETE (contract §3, §4)."""
+"""The protocol to the letter where a runtime or a client relies on it: the first
+runtime protocol's failure codes, every model call counted, the learning profile's
+DELETE. (The platform budget's own codes: ``test_budget.py``.)"""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from django.utils import timezone
 
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob
 from quotas import selectors as quota_selectors
-from quotas import services as quotas
-from quotas.models import CircuitState, PlatformDailyUsage, UserAiUsage
+from quotas.models import UserAiUsage
 from tests.conftest import RuntimeClient, error_code
 from tests.factories import VALID_OUTPUTS, JobFactory
 from tests.user_api_support import Learner
@@ -23,7 +22,7 @@ from tests.user_api_support import Learner
 pytestmark = pytest.mark.django_db
 
 
-# --- seed 000's failure codes ----------------------------------------------------------------
+# --- the first runtime protocol's failure codes ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -45,57 +44,7 @@ def test_seed_000_failure_codes_are_accepted_with_seed_000s_retryable_column(run
     assert (stored.status, stored.error_code) == (status, code)  # the job keeps the code sent
 
 
-def test_seed_000s_provider_failures_count_towards_the_breaker(runtime, settings):
-    settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD = 2
-    for code in ("NETWORK_ERROR", "TEMPORARY_PROVIDER_ERROR"):
-        job = JobFactory()
-        runtime.fail(job.id, runtime.lock(job.id).json()["attemptNo"], code)
-    assert quota_selectors.breaker_get().state == CircuitState.OPEN
-
-
-# --- the platform budget's own codes (contract §4 step 8) -----------------------------------------
-
-
-def _spend_today(tokens: int = 0, cents: int = 0, day: dt.date | None = None) -> None:
-    PlatformDailyUsage.objects.create(
-        day=day or quota_selectors.platform_day(), shard=0, tokens_used=tokens, cost_cents=cents
-    )
-
-
-def test_while_todays_platform_tokens_are_used_up_new_platform_jobs_get_the_token_budget_code(settings):
-    settings.PLATFORM_DAILY_TOKEN_BUDGET = 1000
-    learner = Learner()
-    _spend_today(tokens=999)
-    quotas.platform_usage_add(tokens=1, cost_cents=Decimal(0))  # going over opens the breaker
-    assert quota_selectors.breaker_get().state == CircuitState.OPEN
-    refused = learner.job()
-    assert refused.status_code == 400 and error_code(refused) == "PLATFORM_TOKEN_BUDGET_EXCEEDED"
-    # The user's own key is not the platform's budget.
-    credential = learner.credential()
-    assert learner.job(apiKeyMode="user_deepseek_key", credentialId=credential).status_code == 201
-
-
-def test_while_todays_platform_cost_is_used_up_new_platform_jobs_get_the_cost_budget_code(settings):
-    settings.PLATFORM_DAILY_COST_BUDGET_CENTS = 100
-    learner = Learner()
-    quotas.platform_usage_add(tokens=10, cost_cents=Decimal(100))
-    assert quota_selectors.breaker_get().state == CircuitState.OPEN
-    refused = learner.job()
-    assert refused.status_code == 400 and error_code(refused) == "PLATFORM_COST_BUDGET_EXCEEDED"
-
-
-def test_once_the_day_has_turned_an_open_breaker_answers_circuit_open_until_half_opened(settings):
-    settings.PLATFORM_DAILY_TOKEN_BUDGET = 1000
-    learner = Learner()
-    _spend_today(tokens=5000, day=quota_selectors.platform_day() - dt.timedelta(days=1))  # yesterday's overspend
-    quotas.breaker_transition(to=CircuitState.OPEN, actor="system", reason="yesterday's budget")
-    refused = learner.job()
-    assert refused.status_code == 503 and error_code(refused) == "PLATFORM_CIRCUIT_OPEN"
-    quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="new day")
-    assert learner.job().status_code == 201
-
-
-# --- every model call counts (contract §3) ----------------------------------------------------------
+# --- every model call counts ----------------------------------------------------------------------
 
 
 def _log(request_id: str, *, tokens: int, cents: str, error: str | None, attempt: int = 1) -> dict:
@@ -211,7 +160,7 @@ def test_spending_the_budget_on_failed_calls_refuses_the_next_job(runtime, setti
     assert refused.status_code == 400 and error_code(refused) == "DAILY_TOKEN_BUDGET_EXCEEDED"
 
 
-# --- the learning profile's DELETE (seed 002 v1.0: CRUD) ---------------------------------------------
+# --- the learning profile's DELETE -----------------------------------------------------------------
 
 
 def test_delete_learning_profile_forgets_it_and_the_next_snapshot_has_none(runtime):
