@@ -8,6 +8,7 @@ half-open: ``test_breaker_protects_provider.py``.)"""
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -18,8 +19,9 @@ from config.errors import DomainError, ErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitBreakerEvent, CircuitState, PlatformCircuitBreaker
+from quotas.services import usage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
+from tests.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.breaker import breaker_half_open, breaker_open, run_and_fail, run_and_succeed
 from tests.support.concurrency import run_together
 from tests.user_api_support import Learner
@@ -34,6 +36,12 @@ def _state() -> tuple[str, int]:
 
 def _events() -> list[tuple[str, str, str]]:
     return list(CircuitBreakerEvent.objects.order_by("id").values_list("from_state", "to_state", "actor"))
+
+
+def _platform_key_success(record=quotas.usage_record_result, **mode) -> None:
+    """A platform-key result counted as one lands (``record``: how): the breaker's success."""
+    user = UserFactory()
+    record(user_id=user.pk, quota_date=None, total_tokens=1, cost_cents=Decimal(0), **mode)
 
 
 # --- through the runtime and user APIs --------------------------------------------------------------
@@ -198,7 +206,7 @@ def test_a_failure_while_half_open_opens_it_and_a_success_closes_it():
         CircuitBreakerEvent.objects.order_by("id").last().reason == "A platform-key model call failed while half-open"
     )
     quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="again")
-    quotas.breaker_record_success()
+    _platform_key_success(api_key_mode="platform_key")
     assert _state() == ("closed", 0)
     assert _events()[-1] == ("half_open", "closed", "system")
 
@@ -207,7 +215,7 @@ def test_a_failure_while_half_open_opens_it_and_a_success_closes_it():
 def test_a_success_resets_the_failures_of_a_closed_breaker_without_moving_it():
     quotas.breaker_record_failure()
     quotas.breaker_record_failure()
-    quotas.breaker_record_success()
+    _platform_key_success(api_key_mode="platform_key")
     assert _state() == ("closed", 0) and _events() == []
 
 
@@ -222,7 +230,8 @@ def test_a_success_on_a_closed_breaker_without_failures_leaves_its_row_unwritten
             return cursor.fetchone()[0]
 
     before = version()
-    quotas.breaker_record_success()
+    _platform_key_success(usage.result_in_one_statement)
+    _platform_key_success(usage.result_step_by_step, api_key_mode="platform_key")
     assert version() == before
 
 

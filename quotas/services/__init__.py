@@ -12,7 +12,6 @@ from quotas.services.breaker import (
     breaker_admit,
     breaker_lock_half_open,
     breaker_record_failure,
-    breaker_record_success,
     breaker_transition,
     half_open_admit,
 )
@@ -25,7 +24,6 @@ __all__ = [
     "breaker_admit",
     "breaker_lock_half_open",
     "breaker_record_failure",
-    "breaker_record_success",
     "breaker_transition",
     "half_open_admit",
     "platform_admit",

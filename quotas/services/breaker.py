@@ -93,9 +93,9 @@ def breaker_record_failure() -> None:
 
 
 def breaker_reset_failures() -> str | None:
-    """A platform-key success: the count of consecutive failures starts again. The
-    breaker's state when it was written, None when there was nothing to write (closed
-    with no failures, the usual case)."""
+    """A platform-key success (a result, as ``usage`` counts it): the count of
+    consecutive failures starts again. The breaker's state when it was written, None
+    when there was nothing to write (closed with no failures, the usual case)."""
     rows = fetch(queries.RESET_BREAKER_FAILURES)
     return rows[0][0] if rows else None
 
@@ -109,11 +109,6 @@ def breaker_close_if_half_open(*, state: str | None) -> None:
             reason="A platform-key job succeeded while half-open",
             only_from=(CircuitState.HALF_OPEN,),
         )
-
-
-def breaker_record_success() -> None:
-    """A platform-key success resets the failure count and closes a half-open breaker."""
-    breaker_close_if_half_open(state=breaker_reset_failures())
 
 
 def breaker_open_over_budget(*, reason: str) -> None:
