@@ -1,4 +1,4 @@
-"""The small learning domain the snapshots are built from (contract §4): a user's
+"""The small learning domain the snapshots are built from: a user's
 knowledge bases, the materials and knowledge points in them, the user's attempts
 at knowledge points (study records), and the user's learning profile.
 
@@ -109,7 +109,7 @@ class StudyRecord(models.Model):
 
 
 class LearningProfile(models.Model):
-    """One per user (contract §4, ``/ai/learning-profile``): what the learner wants
+    """One per user (``/ai/learning-profile``): what the learner wants
     and how they like to study, given to the model with every snapshot."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="learning_profile")

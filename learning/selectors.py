@@ -87,7 +87,7 @@ def learning_profile_get(*, user: AbstractBaseUser) -> LearningProfile | None:
 
 
 def learning_profile_data(*, user: AbstractBaseUser) -> dict[str, object]:
-    """The profile in the contract's camelCase (``/ai/learning-profile`` and the
+    """The profile in the API's camelCase (``/ai/learning-profile`` and the
     snapshots); an empty profile for a user who never set one."""
     profile = learning_profile_get(user=user)
     if profile is None:
@@ -106,9 +106,9 @@ def learning_profile_data(*, user: AbstractBaseUser) -> dict[str, object]:
 
 def target_exists_for_user(*, user: AbstractBaseUser, target_type: str, target_id: str) -> bool:
     """Whether ``target_id`` names an object of ``target_type`` that belongs to
-    ``user`` (contract §4, step 3 of ``POST /ai/jobs``). ``user`` targets the
-    learner themself: ``target_id`` is ``"me"`` or their public id (contract §2),
-    never the database's key. An unknown target type is ``False``."""
+    ``user``: ``POST /ai/jobs`` takes no job about anything else. ``user`` targets
+    the learner themself: ``target_id`` is ``"me"`` or their public id, never the
+    database's key. An unknown target type is ``False``."""
     target_id = str(target_id)
     if target_type == TARGET_USER:
         return names_user(user, target_id)

@@ -276,6 +276,6 @@ def learning_profile_update(
 
 
 def learning_profile_delete(*, user: AbstractBaseUser) -> None:
-    """Forget the user's profile (seed 002 v1.0: learning profile CRUD); reading it
-    afterwards gives the empty one, and the next snapshot carries no profile."""
+    """Forget the user's profile: reading it afterwards gives the empty one, and the
+    next snapshot carries no profile."""
     LearningProfile.objects.filter(user=user).delete()

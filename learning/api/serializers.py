@@ -1,4 +1,4 @@
-"""Wire shapes of /learning/* (contract §4), camelCase in both directions.
+"""Wire shapes of /learning/*, camelCase in both directions.
 
 Input serializers only validate; the services write. On PATCH the same input
 serializer runs with ``partial=True`` and only the fields sent are changed: no default

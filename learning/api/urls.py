@@ -1,4 +1,4 @@
-"""/learning/* (contract §4), without trailing slashes."""
+"""/learning/*, without trailing slashes."""
 
 from django.urls import URLPattern, URLResolver, path
 

@@ -1,4 +1,4 @@
-"""/learning/* (contract §4): owner-scoped CRUD. Thin: parse, call one selector or
+"""/learning/*: owner-scoped CRUD. Thin: parse, call one selector or
 service, serialize. Another user's id answers 404 exactly as a missing one."""
 
 from __future__ import annotations
