@@ -1,92 +1,43 @@
-"""The learning snapshot builders (learning/SNAPSHOT.md): mastery, accuracy and
-streaks on hand-made data, owner scoping, and a bounded number of queries."""
+"""What the snapshot document says (learning/SNAPSHOT.md), through the one entry point,
+on hand-made data: mastery, accuracy, streaks, scopes, owner scoping and bounds. Run on
+PostgreSQL (its statements) and on the embedded default (the ORM builders)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from accounts.selectors import public_id_of
 from ai_jobs.snapshots import build_data, snapshot_create
 from learning import snapshots
 from learning.models import StudyRecord
-from learning.snapshots import streaks, study_stats
 from tests.factories import UserFactory
-from tests.learning_factories import (
-    KnowledgeBaseFactory,
-    KnowledgePointFactory,
-    LearningProfileFactory,
-    MaterialFactory,
-    StudyRecordFactory,
-)
+from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory, StudyRecordFactory
+from tests.support.snapshots import day, hand_made_learning
 
-pytestmark = pytest.mark.django_db
-
-
-def _day(days_ago: int, hour: int = 12) -> dt.datetime:
-    today = timezone.now().astimezone(dt.UTC).date()
-    day = today - dt.timedelta(days=days_ago)
-    return dt.datetime(day.year, day.month, day.day, hour, tzinfo=dt.UTC)
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 
 @pytest.fixture
 def learning(user):
-    """Algebra: A (developing), B (weak), D (mastered); Geometry: C (never studied).
-    Study days ago: 0, 1, 2 (current streak 3) and 10..14 (longest streak 5)."""
-    algebra = KnowledgeBaseFactory(user=user, name="Algebra", created_at=_day(30))
-    geometry = KnowledgeBaseFactory(user=user, name="Geometry", created_at=_day(29))
-    a = KnowledgePointFactory(knowledge_base=algebra, name="A")
-    b = KnowledgePointFactory(knowledge_base=algebra, name="B")
-    d = KnowledgePointFactory(knowledge_base=algebra, name="D")
-    c = KnowledgePointFactory(knowledge_base=geometry, name="C")
-    for correct, score, days_ago in ((True, 100, 0), (True, 90, 1), (True, 80, 2), (False, 20, 10)):
-        StudyRecordFactory(knowledge_point=a, is_correct=correct, score=score, studied_at=_day(days_ago))
-    for score, days_ago in ((10, 11), (30, 12)):
-        StudyRecordFactory(knowledge_point=b, is_correct=False, score=score, studied_at=_day(days_ago))
-    for days_ago, hour in ((13, 12), (14, 9), (14, 15)):
-        StudyRecordFactory(knowledge_point=d, is_correct=True, score=100, studied_at=_day(days_ago, hour))
-    MaterialFactory(knowledge_base=algebra, title="Intro", content="Variables stand for numbers.")
-    LearningProfileFactory(user=user, goals="Pass algebra", level="beginner", preferred_study_time="evening")
-    # Someone else's data never shows.
-    StudyRecordFactory.create_batch(3, knowledge_point__knowledge_base__name="Not mine", is_correct=False, score=0)
-    return {"algebra": algebra, "geometry": geometry, "a": a, "b": b, "c": c, "d": d}
+    return hand_made_learning(user)
+
+
+def test_the_document_is_postgresqls_statement_there_and_the_orm_builders_elsewhere(user, learning, monkeypatch):
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    learner = {"userId": public_id_of(user)}
+    way = snapshots.sql_document if connection.vendor == "postgresql" else snapshots.orm_document
+    for target_type, target_id in (("user", "me"), ("knowledge_base", learning["algebra"].id)):
+        text = snapshots.document(user, target_type, target_id, learner=learner)
+        assert text == way(user, target_type, target_id, learner=learner, tz=ZoneInfo("UTC"), now=now)
 
 
 def _points(data: dict) -> dict[str, dict]:
     return {point["name"]: point for point in data["knowledgePoints"]}
-
-
-# --- streaks ----------------------------------------------------------------------------------
-
-
-def test_streaks_current_and_longest():
-    today = dt.date(2026, 11, 30)
-
-    def days(*ago: int) -> list[dt.date]:
-        return sorted(today - dt.timedelta(days=n) for n in ago)
-
-    assert streaks([], today) == (0, 0)
-    assert streaks(days(0), today) == (1, 1)
-    assert streaks(days(1, 2), today) == (2, 2)  # not yet studied today: still alive
-    assert streaks(days(2, 3), today) == (0, 2)  # missed yesterday: broken
-    assert streaks(days(0, 1, 2, 10, 11, 12, 13, 14), today) == (3, 5)
-    assert streaks(days(0, 1, 2, 3, 4, 5, 9), today) == (6, 6)
-
-
-def test_study_days_are_the_learners_local_dates(user):
-    # 23:30 UTC on two consecutive days is 07:30 the next day in Shanghai: still two
-    # days; but 23:30 and 00:30 UTC are one Shanghai day, two UTC days.
-    point = KnowledgePointFactory(knowledge_base__user=user)
-    StudyRecordFactory(knowledge_point=point, studied_at=_day(2, 23) + dt.timedelta(minutes=30))
-    StudyRecordFactory(knowledge_point=point, studied_at=_day(1, 0) + dt.timedelta(minutes=30))
-    records = StudyRecord.objects.filter(user=user)
-    now = timezone.now()
-    assert study_stats(records, tz=ZoneInfo("UTC"), now=now)["studyDays"] == 2
-    shanghai = study_stats(records, tz=ZoneInfo("Asia/Shanghai"), now=now)
-    assert shanghai["studyDays"] == 1 and shanghai["longestStreakDays"] == 1
 
 
 # --- the user target ------------------------------------------------------------------------------
@@ -109,8 +60,8 @@ def test_user_snapshot_numbers(user, learning):
     assert overall["knowledgePointsStudied"] == 3
     assert overall["studyDays"] == 8
     assert overall["currentStreakDays"] == 3 and overall["longestStreakDays"] == 5
-    assert overall["lastStudiedAt"] == _day(0).isoformat().replace("+00:00", "Z")
-    assert overall["firstStudiedAt"] == _day(14, 9).isoformat().replace("+00:00", "Z")
+    assert overall["lastStudiedAt"] == day(0).isoformat().replace("+00:00", "Z")
+    assert overall["firstStudiedAt"] == day(14, 9).isoformat().replace("+00:00", "Z")
 
     points = _points(data)
     assert set(points) == {"A", "B", "C", "D"} and data["knowledgePointsTotal"] == 4
@@ -121,7 +72,7 @@ def test_user_snapshot_numbers(user, learning):
         "accuracy": 0.75,
         "averageScore": 72.5,
         "totalStudySeconds": 240,
-        "lastStudiedAt": _day(0).isoformat().replace("+00:00", "Z"),
+        "lastStudiedAt": day(0).isoformat().replace("+00:00", "Z"),
         "level": "developing",
     }
     assert points["B"]["mastery"]["accuracy"] == 0.0 and points["B"]["mastery"]["level"] == "weak"
@@ -249,7 +200,7 @@ def test_a_large_knowledge_base_is_built_in_a_bounded_number_of_queries(user, dj
             is_correct=i % 3 != 0,
             score=i % 101,
             duration_seconds=30,
-            studied_at=_day(i % 40),
+            studied_at=day(i % 40),
         )
         for i, point in enumerate(points * 2)
     )

@@ -2,7 +2,10 @@
 knowledge points with their mastery, materials with excerpts, knowledge base
 summaries. Each runs a fixed number of queries whatever the size of the learner's
 data: per-group figures are one grouped query, every list is sliced, and long
-texts are cut in the database (``Left``) before they reach Python."""
+texts are cut in the database (``Left``) before they reach Python.
+
+The bounds and labels below are the document's (learning/SNAPSHOT.md); PostgreSQL's
+statements in ``learning.queries`` write the same ones: change both."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import FieldError
 from django.db.models import Avg, Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Left, Length, TruncDate
-from django.utils import timezone
 
 from learning import selectors
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
@@ -65,8 +67,8 @@ def zone_named(name: str | None) -> ZoneInfo:
 
 
 def learner_timezone(user: AbstractBaseUser) -> ZoneInfo:
-    """The learner's IANA timezone, which decides their local dates (contract §4,
-    ``/ai/settings``). Read from the quotas app's per-user settings when that model
+    """The learner's IANA timezone, which decides their local dates: the one they set
+    in ``/ai/settings``, read from the quotas app's per-user settings when that model
     exists; UTC otherwise or when unset."""
     try:
         model = apps.get_model("quotas", "UserAiSettings")
@@ -90,7 +92,8 @@ def streaks(days: list[dt.date], today: dt.date) -> tuple[int, int]:
 
 
 def study_stats(records: QuerySet[StudyRecord], *, tz: ZoneInfo, now: dt.datetime) -> dict[str, Any]:
-    """Totals, accuracy, score and streaks of a set of attempts: two queries."""
+    """Totals, accuracy, score and streaks of a set of attempts: the totals in one
+    aggregate, the distinct local study days in one query, the streaks over those."""
     totals = records.aggregate(
         attempts=Count("id"),
         correct=Count("id", filter=Q(is_correct=True)),
@@ -181,7 +184,8 @@ POINT_FIELDS = (
 
 def knowledge_points_data(points: QuerySet[KnowledgePoint]) -> dict[str, Any]:
     """At most MAX_KNOWLEDGE_POINTS points with their mastery, most recently studied
-    first and never-studied ones last: one grouped query (two when truncated)."""
+    first and never-studied ones last: one grouped query, and a count only when the
+    list is full."""
     rows = list(
         with_mastery(points)
         .order_by(F("last_studied_at").desc(nulls_last=True), "-created_at", "-id")
@@ -215,7 +219,7 @@ def recent_attempts(records: QuerySet[StudyRecord]) -> list[dict[str, Any]]:
 
 def materials_data(materials: QuerySet[Material]) -> dict[str, Any]:
     """At most MAX_MATERIALS materials, newest first, with excerpts that share
-    MATERIALS_EXCERPT_BUDGET characters: two queries."""
+    MATERIALS_EXCERPT_BUDGET characters (counted first, to know how many share it)."""
     total = materials.count()
     shown = min(total, MAX_MATERIALS)
     per = max(MATERIAL_EXCERPT_MIN_CHARS, min(MATERIAL_EXCERPT_MAX_CHARS, MATERIALS_EXCERPT_BUDGET // max(shown, 1)))
@@ -260,18 +264,15 @@ def knowledge_base_data(user: AbstractBaseUser, knowledge_base_id: str) -> dict[
     }
 
 
-def common(user: AbstractBaseUser) -> tuple[dict[str, Any], ZoneInfo, dt.datetime]:
+def common(user: AbstractBaseUser, *, tz: ZoneInfo, now: dt.datetime) -> dict[str, Any]:
     """What every snapshot carries: version, time, timezone, profile, overall stats."""
-    tz = learner_timezone(user)
-    now = timezone.now()
-    data = {
+    return {
         "learningSnapshotVersion": LEARNING_SNAPSHOT_VERSION,
         "generatedAt": iso(now),
         "timezone": tz.key,
         "profile": selectors.learning_profile_data(user=user),
         "overall": study_stats(StudyRecord.objects.filter(user=user), tz=tz, now=now),
     }
-    return data, tz, now
 
 
 def empty_lists(*names: str) -> dict[str, Any]:
@@ -283,7 +284,8 @@ def empty_lists(*names: str) -> dict[str, Any]:
 
 def knowledge_bases_data(user: AbstractBaseUser) -> dict[str, Any]:
     """The learner's knowledge bases, newest first, with their sizes and results:
-    four queries, grouped by knowledge base."""
+    the listed bases, then their points, materials and attempts each counted in one
+    query grouped by knowledge base, and the total only when the list is cut."""
     bases = list(
         KnowledgeBase.objects.filter(user=user)
         .order_by("-created_at", "-id")
