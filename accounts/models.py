@@ -1,5 +1,5 @@
-"""A user's public side: the opaque id that stands for them on the wire (contract §1,
-§2: ``userId`` is a string such as ``usr_01j…``, never the database's integer key).
+"""A user's public side: the opaque id that stands for them on the wire
+(``userId`` is a string such as ``usr_01j…``, never the database's integer key).
 
 Its own table, one row per ``auth.User``, created with the user (``post_save``) and
 backfilled for the users that existed before it: Django's ``auth.User`` cannot gain
@@ -11,8 +11,7 @@ check before an insert, is what keeps two registrations of ``alice`` and ``ALICE
 racing each other from both succeeding, on PostgreSQL and SQLite alike (a unique
 expression index on ``auth_user`` would need ``lower()``, which differs from Python's
 casefold on PostgreSQL and knows only ASCII on SQLite). Empty (NULL) only for an
-account that shared its key with an older one when the key was introduced (README:
-Accounts and users' ids)."""
+account that shared its key with an older one when the key was introduced (docs/api/authentication.md)."""
 
 from __future__ import annotations
 

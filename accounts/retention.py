@@ -1,4 +1,4 @@
-"""What retention deletes of the user API's sessions (contract §9): the rows of used-up
+"""What retention deletes of the user API's sessions: the rows of used-up
 refresh tokens (simplejwt's outstanding and blacklisted tokens, ``accounts.services``)
 once the token has expired, when refusing it no longer needs them. Read from the
 index ``accounts 0005`` puts on ``expires_at``."""

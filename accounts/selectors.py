@@ -12,7 +12,7 @@ from accounts.models import Account
 from accounts.usernames import username_key
 from config.sql import columns, fetch, from_row
 
-# ``targetId`` of a ``user`` target that names the caller (contract §2).
+# ``targetId`` of a ``user`` target that names the caller.
 ME = "me"
 
 

@@ -77,7 +77,7 @@ def _taken() -> DomainError:
 
 
 def account_register(*, username: str, password: str, email: str = "") -> AbstractBaseUser:
-    """A new learner (contract §2). Django's password validators decide what a
+    """A new learner. Django's password validators decide what a
     password may be; a username is taken whatever its case or spelling
     (``accounts.usernames``), so ``ALICE`` cannot pass for ``alice``. The unique key
     decides between concurrent registrations; the check before only words the answer."""

@@ -1,4 +1,4 @@
-"""The user API's JWTs (contract §2): the token a client holds names its user by the
+"""The user API's JWTs: the token a client holds names its user by the
 public id (``sub: "usr_…"``), never the database's integer key, and carries a digest
 of the password it was issued under (``pwh``), so that a new password, whoever set it
 (``POST /auth/password``, an operator in Django admin), ends every token issued before.

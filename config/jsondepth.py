@@ -4,7 +4,7 @@ before its schema is checked (``ai_jobs.output_schemas``, on the server and in t
 reference runtime, which also takes a ``RecursionError`` of its own parsing as a model
 answer that is not JSON). Past ``MAX_DEPTH`` levels of arrays and objects a value is
 refused as bad input: Python's parser and jsonschema recurse once per level, so a deep
-enough value would end in a ``RecursionError`` (a 500) instead of the contract's answer.
+enough value would end in a ``RecursionError`` (a 500) instead of a 400 ``VALIDATION_ERROR``.
 
 The depth is measured level by level, never by recursion, in one pass that also
 hands each string to the caller, so a parser that checks its text pays one walk.

@@ -2,8 +2,8 @@
 
 ``RejectNulMiddleware``: bad input that never reaches a view, a NUL character in the
 path or the query string. PostgreSQL cannot compare text with NUL, so without this any
-lookup by such an id or filter would end in a database error instead of the contract's
-answer.
+lookup by such an id or filter would end in a database error instead of a
+400 ``VALIDATION_ERROR``.
 
 ``PagesCSPMiddleware``: the ``Content-Security-Policy`` of the pages a browser shows
 (``CONTENT_SECURITY_POLICY``: scripts, styles and everything else from this origin
@@ -35,7 +35,7 @@ class RejectNulMiddleware:
             for key, values in request.GET.lists()
             if "\x00" in key or any("\x00" in v for v in values)
         }
-        if bad:  # each bad query parameter is named (contract §1)
+        if bad:  # each bad query parameter is named
             return JsonResponse(
                 error_body(
                     ErrorCode.VALIDATION_ERROR,

@@ -1,5 +1,5 @@
-"""The OpenAPI schema tells the truth (contract §1): every operation documents the
-errors it can answer, with the contract's error body and their codes
+"""The OpenAPI schema tells the truth: every operation documents the
+errors it can answer, with the platform's error body and their codes
 (``ContractAutoSchema``, the project's DEFAULT_SCHEMA_CLASS; the view is ``config.schema``'s).
 
 Each operation gets, besides its success:

@@ -1,4 +1,4 @@
-"""Retention's engine (contract §9): delete what is past its time in bounded batches of
+"""Retention's engine: delete what is past its time in bounded batches of
 short transactions, oldest first, with a cursor, the way django-celery-results'
 ``delete_expired`` does, and count exactly what a run would delete.
 

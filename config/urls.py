@@ -25,8 +25,8 @@ urlpatterns = [
     path("ai/", include("ai_jobs.api.user_urls")),
     path("ai/", include("credentials.api.urls")),
     path("learning/", include("learning.api.urls")),
-    path("", include("asynch.api.urls")),  # /model/* and /task/* (contract §6)
-    path("", include("ops.urls")),  # /healthz, /readyz, /metrics (contract §8)
+    path("", include("asynch.api.urls")),  # /model/* and /task/*
+    path("", include("ops.urls")),  # /healthz, /readyz, /metrics
 ]
 
 admin.site.site_header = "AI job platform"
@@ -39,7 +39,7 @@ handler500 = "config.errors.json_server_error"
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """A mistyped admin address is an admin page ("Page not found", with the way back);
-    everything else gets the contract's JSON 404."""
+    everything else gets the JSON 404 ``NOT_FOUND``."""
     if request.path.startswith("/admin/"):
         context = {**admin.site.each_context(request), "request_path": request.path}
         return TemplateResponse(request, "admin/404.html", context, status=404)

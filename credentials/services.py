@@ -235,7 +235,7 @@ def _outcome_of(status_code: int) -> CredentialTestOutcome:
     return CredentialTestOutcome(False, status_code, f"The provider answered HTTP {status_code}.")
 
 
-# --- the runtime's resolve (contract §3) -----------------------------------------------------
+# --- the runtime's resolve -----------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Deleting a user in the admin deletes everything of theirs (contract §9).
+"""Deleting a user in the admin deletes everything of theirs.
 
 Several of the apps' admin pages refuse deletion on their own (outputs are
 read-only history, credentials are soft-deleted by an action), and Django's admin

@@ -1,4 +1,4 @@
-"""Password guessing at ``/admin/login/`` (README: Operators), with django-axes.
+"""Password guessing at ``/admin/login/`` (docs/operations/security.md), with django-axes.
 
 After ``ADMIN_LOGIN_FAILURE_LIMIT`` failed logins for one username from one address,
 that pair is refused for ``ADMIN_LOGIN_COOLOFF_MINUTES``, the right password

@@ -1,5 +1,5 @@
 """``manage.py check --deploy``: settings that work on one machine and break quietly on
-several (README: Production, Several machines), and a scrape left open."""
+several (docs/operations/production.md), and a scrape left open."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     return [
         Error(
             "METRICS_TOKEN is not set: GET /metrics answers anyone.",
-            hint="Set METRICS_TOKEN and give the scraper Authorization: Bearer <METRICS_TOKEN> (README: Production).",
+            hint="Set METRICS_TOKEN and give the scraper Authorization: Bearer <METRICS_TOKEN> (docs/operations/production.md).",
             id="ops.E003",
         )
     ]

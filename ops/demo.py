@@ -44,7 +44,7 @@ class DemoLearner:
 
 def operator_ensure(*, username: str, password: str) -> AbstractBaseUser:
     """The admin's superuser; an existing one keeps its password. It may try jobs out
-    too, so it has opted in to AI analysis (off by default, contract §4)."""
+    too, so it has opted in to AI analysis (off by default)."""
     User = get_user_model()
     user = User.objects.filter(username=username).first()
     if user is None:

@@ -1,4 +1,4 @@
-"""Readiness (contract §8): one check per backing service that is configured, each
+"""Readiness: one check per backing service that is configured, each
 bounded by ``READINESS_TIMEOUT_SECONDS``. The answer is ``"ok"`` or ``"unavailable"``
 per service and nothing more: what failed (a host, an address, a user, the error) goes
 to the log, which redacts it.

@@ -1,4 +1,4 @@
-"""``GET /metrics`` (contract §8): Prometheus text of the gauges, read at scrape time
+"""``GET /metrics``: Prometheus text of the gauges, read at scrape time
 from ``ops.selectors``, and of the counters and histograms every process records
 (``config.observability.metrics``). A source that cannot be read leaves its
 metrics out and says so in ``aijobs_metrics_source_up``, instead of failing the scrape."""

@@ -1,4 +1,4 @@
-"""Retention (contract §9): every kind of data that is deleted once past its time,
+"""Retention: every kind of data that is deleted once past its time,
 in the order a run deletes them. Each app declares its own kinds
 (``ai_jobs.services.retention``, ``asynch.retention``, ``accounts.retention``);
 ``config.retention`` runs them in bounded batches. Celery beat runs ``data_prune`` every

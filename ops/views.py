@@ -1,4 +1,4 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` (contract §8). Thin: each asks
+"""``/healthz``, ``/readyz`` and ``/metrics``. Thin: each asks
 ``ops.health`` or ``ops.metrics`` and renders."""
 
 from __future__ import annotations

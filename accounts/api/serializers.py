@@ -1,4 +1,4 @@
-"""Wire shapes of ``/auth/*`` (contract §2, §10)."""
+"""Wire shapes of ``/auth/*``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The user API's JWT authentication (contract §2): the user named by the token's
+"""The user API's JWT authentication: the user named by the token's
 public id, loaded with their account in one fixed statement, and only while the token
 is current: the user exists, is active and has the password the token was issued
 under (``accounts.tokens``)."""

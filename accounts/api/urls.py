@@ -1,4 +1,4 @@
-"""``/auth/*`` (contract §2, §10)."""
+"""``/auth/*``."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""``/auth/*`` (contract §2, §10): tokens, their rotation, logout, a password change,
+"""``/auth/*``: tokens, their rotation, logout, a password change,
 and registration. Each is throttled per client IP and per username (or user) by
 ``AUTH_THROTTLE_RATE``; registration also per client IP by ``REGISTRATION_THROTTLE_RATE``."""
 

@@ -1,4 +1,4 @@
-"""How a runtime authenticates (contract §2): ``Authorization: Bearer <token>`` or
+"""How a runtime authenticates: ``Authorization: Bearer <token>`` or
 ``x-internal-api-key: <token>``, against ``RUNTIME_SERVICE_TOKENS``."""
 
 from __future__ import annotations

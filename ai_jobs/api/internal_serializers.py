@@ -1,4 +1,4 @@
-"""Wire shapes of the internal runtime API (contract §3), camelCase on the wire."""
+"""Wire shapes of the internal runtime API, camelCase on the wire."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ class PollSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=64),
         allow_empty=False,
         max_length=100,
-        help_text="Job types this runtime runs; a type the server does not know matches nothing (contract §3)",
+        help_text="Job types this runtime runs; a type the server does not know matches nothing",
     )
     limit = serializers.IntegerField(
         min_value=1,
@@ -158,7 +158,7 @@ class ClaimSerializer(PollSerializer):
         child=serializers.ChoiceField(choices=CLAIM_INCLUDES),
         required=False,
         max_length=10,
-        help_text="The fast path (contract §3): each job also carries its snapshot and/or credential, and is "
+        help_text="The fast path: each job also carries its snapshot and/or credential, and is "
         "already running (startedAt set) with its lease",
     )
 

@@ -1,4 +1,4 @@
-"""The internal runtime API (contract §3). Thin: parse, call one service, render."""
+"""The internal runtime API. Thin: parse, call one service, render."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Wire shapes of the output lists and notifications (contract §4), camelCase.
+"""Wire shapes of the output lists and notifications, camelCase.
 
 Every output carries ``id``, ``jobId``, the job's ``targetType``/``targetId`` and
-``createdAt``, then the fields of its job type's output (contract §5). ``SERIALIZERS``
+``createdAt``, then the fields of its job type's output. ``SERIALIZERS``
 says which shape each output model has on the wire (an output model a new job type
 adds gets its serializer there)."""
 

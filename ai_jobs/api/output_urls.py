@@ -1,4 +1,4 @@
-"""The output lists of the registered job types, and notifications, under /ai/ (contract §4)."""
+"""The output lists of the registered job types, and notifications, under /ai/."""
 
 from django.urls import URLPattern, URLResolver, path
 

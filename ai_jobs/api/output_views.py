@@ -1,5 +1,5 @@
 """The output lists (/ai/analyses, /ai/weak-points, ... : one per ``OutputList`` of the
-registered job types) and /ai/notifications (contract §4). Thin: parse the filters,
+registered job types) and /ai/notifications. Thin: parse the filters,
 call one selector or service, serialize. Every read is the signed-in user's own;
 another user's notification answers 404 exactly as a missing one."""
 

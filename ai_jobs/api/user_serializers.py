@@ -1,4 +1,4 @@
-"""Wire shapes of the user's job API (contract §4)."""
+"""Wire shapes of the user's job API."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class JobCreateSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """``questionCount`` / ``cardCount`` at the top level (as in the seed's example)
+        """``questionCount`` / ``cardCount`` at the top level (as the mobile app sends them)
         or inside ``params``; either way they end in ``params``, with their default."""
         params = dict(attrs.get("params") or {})
         declared = job_types.get(attrs["jobType"])

@@ -1,4 +1,4 @@
-"""The user API under /ai/ (contract §4)."""
+"""The user API under /ai/."""
 
 from django.urls import URLPattern, URLResolver, include, path
 

@@ -1,4 +1,4 @@
-"""The user's jobs and learning profile under /ai/ (contract §4). Thin: parse,
+"""The user's jobs and learning profile under /ai/. Thin: parse,
 call one service, render."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Notice = Callable[..., tuple[str, dict[str, Any]]]
 @dataclass(frozen=True)
 class CountParam:
     """How many items a job asks for: ``name`` at the top level of ``POST /ai/jobs``
-    (as in the seed's example) or inside ``params``, stored in ``params``."""
+    (as the mobile app sends it) or inside ``params``, stored in ``params``."""
 
     name: str
     low: int

@@ -1,4 +1,4 @@
-"""The AI runtime job (seed 000 §4) and what hangs off it: snapshots, results,
+"""The AI runtime job and what hangs off it: snapshots, results,
 invocation logs. The states and the transitions between them live beside this
 module, in ``ai_jobs.transitions``: nothing else writes ``status``."""
 
@@ -187,7 +187,7 @@ class AiJobSnapshot(UserPublicId, models.Model):
 
 
 class AiRuntimeResult(models.Model):
-    """The one accepted output of a job (seed 000 §8.2)."""
+    """The one accepted output of a job."""
 
     id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "res"), editable=False)
     job = models.OneToOneField(AiRuntimeJob, on_delete=models.CASCADE, related_name="result")

@@ -1,4 +1,4 @@
-"""The user's notices that one of their jobs finished (seed 002 v1.1)."""
+"""The user's notices that one of their jobs finished."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a job's result becomes (contract §5): its outputs.
+"""What a job's result becomes: its outputs.
 
 Every output carries its user, the job that produced it and the job's target, so
 the user API lists it newest first and filters it by ``targetType``/``targetId``/
@@ -101,9 +101,9 @@ class CandidateStatus(models.TextChoices):
 
 class JobLinked(models.Model):
     """A row of a job's user that names the job and its target. The job is named by
-    its id as a plain value, not a foreign key: the row is the user's and outlives
-    the job, which retention deletes ``AI_JOB_RETENTION_DAYS`` after it finished
-    (contract §9); ``jobId`` still filters the user's lists."""
+     its id as a plain value, not a foreign key: the row is the user's and outlives
+     the job, which retention deletes ``AI_JOB_RETENTION_DAYS`` after it finished
+    ; ``jobId`` still filters the user's lists."""
 
     user = _user()
     job_id = models.CharField(max_length=40, db_index=True)

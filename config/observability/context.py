@@ -1,4 +1,4 @@
-"""The log context: what a log line concerns (contract §8: ``requestId``, ``jobId``,
+"""The log context: what a log line concerns (``requestId``, ``jobId``,
 ``runtimeInstanceId``, ``taskId``), carried in one context variable so every line a
 request, a job or a task causes carries it, whichever module logs it.
 

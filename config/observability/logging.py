@@ -1,4 +1,4 @@
-"""Log formats (contract §8). ``LOG_FORMAT=text`` (the default) is one readable line
+"""Log formats. ``LOG_FORMAT=text`` (the default) is one readable line
 per record; ``LOG_FORMAT=json`` is one JSON object per line with ``time``, ``level``,
 ``logger``, ``message``, and ``requestId`` / ``jobId`` / ``runtimeInstanceId`` /
 ``taskId`` when the line concerns one. Both pass through ``redact`` last.

@@ -1,8 +1,8 @@
-"""The counters and histograms of contract §8, recorded by whichever process sees
+"""The counters and histograms ``GET /metrics`` exports, recorded by whichever process sees
 the event (a gunicorn worker, a Celery worker, a management command) and read back
 by ``GET /metrics`` from any of them: the figures are the same whichever answers.
 
-Where they are kept (``README``: Operations):
+Where they are kept (docs/operations/metrics.md):
 
 - ``METRICS_REDIS_URL`` (default ``REDIS_URL``) set, the production setup: each
   process adds to a buffer in its own memory (a dict under a lock, about a

@@ -22,7 +22,7 @@ from config.observability.metrics import HTTP_DURATION, HTTP_REQUESTS
 REQUEST_ID_HEADER = "X-Request-ID"
 _WELL_FORMED = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
-# The ``api`` label of contract §8, by the path's first segment.
+# The ``api`` label of the request metrics, by the path's first segment.
 _API_OF = {
     "internal": "internal",
     "ai": "user",

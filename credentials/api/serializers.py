@@ -1,4 +1,4 @@
-"""Wire shapes of the user's model credentials (contract §4), camelCase. There is no
+"""Wire shapes of the user's model credentials, camelCase. There is no
 output field for the key: only its mask ever leaves."""
 
 from __future__ import annotations

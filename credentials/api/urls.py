@@ -1,4 +1,4 @@
-"""The user's model credentials under /ai/ (contract §4)."""
+"""The user's model credentials under /ai/."""
 
 from django.urls import path
 

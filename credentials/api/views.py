@@ -1,4 +1,4 @@
-"""The user's model credentials (contract §4). Thin: parse, call one service, render.
+"""The user's model credentials. Thin: parse, call one service, render.
 
 The request body carries a clear key, so the methods that read it are
 ``sensitive_variables``: an exception report shows stars for their locals."""

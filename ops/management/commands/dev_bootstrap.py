@@ -67,6 +67,6 @@ class Command(BaseCommand):
         else:
             lines.append(
                 f"model-asynch: no stand-in runs, so no demo model config; create one with POST {api}/model/createModel"
-                " (README: model-asynch)."
+                " (docs/api/model-asynch.md)."
             )
         self.stdout.write("\n".join(lines))

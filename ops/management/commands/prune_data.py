@@ -1,5 +1,5 @@
-"""``python manage.py prune_data [--dry-run]``: delete what is past its retention now
-(contract §9), printing what went per kind and table, with progress on a long run."""
+"""``python manage.py prune_data [--dry-run]``: delete what is past its retention now,
+printing what went per kind and table, with progress on a long run."""
 
 from __future__ import annotations
 
