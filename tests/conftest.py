@@ -8,7 +8,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from quotas import selectors as quota_selectors
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 
 RUNTIME_TOKEN = "test-runtime-token"
 # The suite's model services are local stand-ins on 127.0.0.1: listed, as make run lists

@@ -20,7 +20,7 @@ from django.utils import timezone
 from ai_jobs import services as jobs
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from quotas import services as quotas
-from tests.factories import JobFactory, UserFactory
+from tests.support.factories import JobFactory, UserFactory
 from tests.test_dashboard_browser import ARTIFACTS, browser  # noqa: F401  (the browser fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

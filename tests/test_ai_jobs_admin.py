@@ -13,8 +13,8 @@ from ai_jobs import services
 from ai_jobs.models import AiRuntimeJob
 from config.errors import DomainError
 from tests.conftest import RuntimeClient
-from tests.factories import JobFactory
-from tests.user_api_support import Learner
+from tests.support.factories import JobFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

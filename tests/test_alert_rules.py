@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.runtime_fixtures import ROOT
+from tests.support.runtime_fixtures import ROOT
 
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "alerts.test.yml"

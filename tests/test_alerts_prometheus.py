@@ -18,10 +18,10 @@ import requests
 from django.contrib.auth import get_user_model
 
 from runtime_worker.runner import Runtime
-from tests.factories import JobFactory
-from tests.ops_support import Gunicorn, admin_session, gunicorn
-from tests.prometheus_support import DOCS_URL, Prometheus, prometheus
-from tests.runtime_fixtures import runtime_config, wait_for
+from tests.support.factories import JobFactory
+from tests.support.ops import Gunicorn, admin_session, gunicorn
+from tests.support.prometheus import DOCS_URL, Prometheus, prometheus
+from tests.support.runtime_fixtures import runtime_config, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

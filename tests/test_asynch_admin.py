@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from asynch import crypto, services
 from asynch.models import AsynchModel, AsynchTask, TaskState, TenantApiKey
-from tests.asynch_fixtures import make_model, tenant_client
-from tests.factories import UserFactory
+from tests.support.asynch_fixtures import make_model, tenant_client
+from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 

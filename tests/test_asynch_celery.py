@@ -25,7 +25,7 @@ from django.utils import timezone
 from asynch import services, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
 from asynch.semaphore import semaphore_key
-from tests.asynch_fixtures import get_semaphore, make_model, model_server_fixture, tenant_client  # noqa: F401
+from tests.support.asynch_fixtures import get_semaphore, make_model, model_server_fixture, tenant_client  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

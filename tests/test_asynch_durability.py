@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from asynch import services
 from asynch.models import AsynchModelStat, AsynchTask, AsynchTaskAnswer, TaskState
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
+from tests.support.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

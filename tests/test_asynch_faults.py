@@ -13,8 +13,8 @@ import pytest
 from asynch import worker
 from asynch.models import AsynchTask, TaskState
 from asynch.semaphore import get_semaphore, semaphore_key
-from tests import fault_fixtures
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client
+from tests.support import fault_fixtures
+from tests.support.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -17,9 +17,9 @@ from django.utils import timezone
 from asynch import services
 from asynch.models import AsynchTask, TaskState
 from ops import retention
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
-from tests.runtime_fixtures import free_port
-from tests.s3_support import s3_server_fixture  # noqa: F401
+from tests.support.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
+from tests.support.runtime_fixtures import free_port
+from tests.support.s3 import s3_server_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from asynch import crypto, services, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
 from asynch.semaphore import semaphore_key
-from tests.asynch_fixtures import (  # noqa: F401
+from tests.support.asynch_fixtures import (  # noqa: F401
     FileSemaphore,
     RedisSemaphore,
     get_semaphore,

@@ -11,9 +11,14 @@ from ai_jobs.models import AiRuntimeJob, Notification
 from credentials.models import Credential
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
 from tests.conftest import RuntimeClient
-from tests.factories import VALID_OUTPUTS
-from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory, StudyRecordFactory
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.learning_factories import (
+    KnowledgeBaseFactory,
+    KnowledgePointFactory,
+    MaterialFactory,
+    StudyRecordFactory,
+)
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

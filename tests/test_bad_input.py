@@ -10,8 +10,8 @@ from ai_jobs.models import AiRuntimeJob
 from ai_jobs.services import retry_delay
 from asynch.worker.calls import ModelCall, _redacted
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS, JobFactory
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -21,10 +21,10 @@ from quotas import services as quotas
 from quotas.models import CircuitBreakerEvent, CircuitState, PlatformCircuitBreaker
 from quotas.services import usage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.breaker import breaker_half_open, breaker_open, run_and_fail, run_and_succeed
 from tests.support.concurrency import run_together
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

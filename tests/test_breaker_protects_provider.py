@@ -16,9 +16,9 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
 from tests.support.breaker import breaker_half_open, breaker_open
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS, JobFactory
+from tests.support.user_api import Learner
 
 
 def _ids(response) -> list[str]:

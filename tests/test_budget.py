@@ -16,7 +16,7 @@ from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage
 from tests.conftest import error_code
 from tests.support.breaker import breaker_open
-from tests.user_api_support import Learner
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

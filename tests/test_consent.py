@@ -17,9 +17,9 @@ from quotas import selectors as quota_selectors
 from quotas.models import UserAiSettings, UserAiUsage
 from runtime_worker import prompts
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory, UserFactory
-from tests.learning_factories import KnowledgePointFactory
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
+from tests.support.learning_factories import KnowledgePointFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

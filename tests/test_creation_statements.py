@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from accounts.api.tokens import RefreshToken
 from ai_jobs.services import creation
-from tests.learning_factories import KnowledgeBaseFactory
-from tests.user_api_support import Learner
+from tests.support.learning_factories import KnowledgeBaseFactory
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -13,8 +13,7 @@ from rest_framework.test import APIClient
 from credentials import selectors, services
 from credentials.models import Credential, CredentialStatus
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import JobFactory, UserFactory
-from tests.test_credentials_support import (  # noqa: F401  (fixtures)
+from tests.support.credentials import (  # noqa: F401  (fixtures)
     API_KEY,
     client_for,
     encryption_keys_fixture,
@@ -23,6 +22,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     provider_server_fixture,
     url,
 )
+from tests.support.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded, pytest.mark.usefixtures("encryption_keys")]
 

@@ -27,8 +27,7 @@ from ai_jobs.models import AiRuntimeJob
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter
 from credentials import crypto
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import UserFactory, consent
-from tests.test_credentials_support import (  # noqa: F401  (fixtures)
+from tests.support.credentials import (  # noqa: F401  (fixtures)
     Provider,
     client_for,
     encryption_keys_fixture,
@@ -36,6 +35,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     provider_server_fixture,
     url,
 )
+from tests.support.factories import UserFactory, consent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded, pytest.mark.usefixtures("encryption_keys")]
 

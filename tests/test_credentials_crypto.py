@@ -17,8 +17,7 @@ from config.errors import DomainError
 from credentials import crypto, services
 from credentials.models import Credential
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import JobFactory, UserFactory
-from tests.test_credentials_support import (  # noqa: F401  (fixtures)
+from tests.support.credentials import (  # noqa: F401  (fixtures)
     API_KEY,
     KEY_1,
     KEY_2,
@@ -26,6 +25,7 @@ from tests.test_credentials_support import (  # noqa: F401  (fixtures)
     encryption_keys_fixture,
     make_credential,
 )
+from tests.support.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded, pytest.mark.usefixtures("encryption_keys")]
 

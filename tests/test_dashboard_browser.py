@@ -26,9 +26,9 @@ from ai_jobs.models import AiRuntimeJob, QueueSample
 from asynch.models import AsynchTask
 from ops import dashboard
 from quotas import services as quotas
-from tests.asynch_fixtures import make_model, tenant_client
 from tests.conftest import RUNTIME_TOKEN
-from tests.factories import JobFactory, UserFactory
+from tests.support.asynch_fixtures import make_model, tenant_client
+from tests.support.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

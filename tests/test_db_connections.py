@@ -136,7 +136,7 @@ def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_
     generic plan looks them up by index."""
     from ai_jobs import services
     from ai_jobs.models import AiRuntimeJob
-    from tests.factories import JobFactory
+    from tests.support.factories import JobFactory
 
     # A queue of 5,000 (copies of one job): big enough that a scan is no plan's choice.
     JobFactory()

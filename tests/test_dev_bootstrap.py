@@ -23,13 +23,13 @@ from ops import demo, quickstart
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from runtime_worker.standin import StandinServer
-from tests.test_credentials_support import (  # noqa: F401  (fixtures)
+from tests.support.credentials import (  # noqa: F401  (fixtures)
     client_for,
     encryption_keys_fixture,
     make_credential,
     url,
 )
-from tests.user_api_support import Learner
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from runtime_worker.standin import StandinServer
-from tests.asynch_fixtures import model_server_fixture
-from tests.fault_fixtures import PrivatePostgres, PrivateRedis, TcpProxy
-from tests.fault_stack import Stack, create_job, create_model, create_task, wait_until
+from tests.support.asynch_fixtures import model_server_fixture
+from tests.support.fault_fixtures import PrivatePostgres, PrivateRedis, TcpProxy
+from tests.support.fault_stack import Stack, create_job, create_model, create_task, wait_until
 
 pytestmark = pytest.mark.slow
 

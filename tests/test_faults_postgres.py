@@ -19,9 +19,9 @@ import pytest
 import requests
 
 from runtime_worker.standin import StandinServer
-from tests.asynch_fixtures import model_server_fixture
-from tests.fault_fixtures import PrivatePostgres, PrivateRedis
-from tests.fault_stack import RUNTIME_TOKEN, Load, Stack, create_model, create_task, wait_until
+from tests.support.asynch_fixtures import model_server_fixture
+from tests.support.fault_fixtures import PrivatePostgres, PrivateRedis
+from tests.support.fault_stack import RUNTIME_TOKEN, Load, Stack, create_model, create_task, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -28,9 +28,9 @@ import requests
 from django.db import connection
 
 from asynch import services as asynch_services
-from tests.asynch_fixtures import ModelServer, model_server_fixture, run_queue  # noqa: F401
-from tests.factories import VALID_OUTPUTS
-from tests.generated_clients_support import (
+from tests.support.asynch_fixtures import ModelServer, model_server_fixture, run_queue  # noqa: F401
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.generated_clients import (
     TS_SOURCES,
     PythonClient,
     TypeScriptTypes,
@@ -39,7 +39,7 @@ from tests.generated_clients_support import (
     generate_typescript_types,
     undocumented,
 )
-from tests.ops_support import gunicorn
+from tests.support.ops import gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.asynch_fixtures import make_model
-from tests.ops_support import Scrape, gunicorn
-from tests.runtime_fixtures import ROOT
+from tests.support.asynch_fixtures import make_model
+from tests.support.ops import Scrape, gunicorn
+from tests.support.runtime_fixtures import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "aijobs.json"
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"

@@ -20,9 +20,9 @@ from asynch.models import AsynchModel, AsynchTask
 from config import keyring
 from credentials import services as credential_services
 from credentials.models import Credential
-from tests.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
-from tests.factories import UserFactory
-from tests.test_credentials_support import KEY_1, KEY_2
+from tests.support.asynch_fixtures import make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
+from tests.support.credentials import KEY_1, KEY_2
+from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 

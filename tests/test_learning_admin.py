@@ -7,8 +7,8 @@ from django.test import Client
 
 from learning.api.serializers import LearningProfileInSerializer, LearningProfileSerializer
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
-from tests.factories import UserFactory
-from tests.learning_factories import LearningProfileFactory, MaterialFactory, StudyRecordFactory
+from tests.support.factories import UserFactory
+from tests.support.learning_factories import LearningProfileFactory, MaterialFactory, StudyRecordFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from accounts.selectors import public_id_of
 from learning import selectors, services
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
 from tests.conftest import error_code
-from tests.factories import UserFactory
-from tests.learning_factories import (
+from tests.support.factories import UserFactory
+from tests.support.learning_factories import (
     KnowledgeBaseFactory,
     KnowledgePointFactory,
     MaterialFactory,

@@ -11,7 +11,7 @@ from config.errors import DomainError, ErrorCode
 from learning import services
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
 from tests.conftest import error_code
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.runtime_fixtures import ROOT
+from tests.support.runtime_fixtures import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

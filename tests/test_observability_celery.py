@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 
 from config.observability import context
-from tests.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
-from tests.ops_support import Scrape
+from tests.support.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
+from tests.support.ops import Scrape
 from tests.test_asynch_celery import Workers, _kick, _needs_postgres_and_redis, _wait_for  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -17,7 +17,7 @@ from config.observability import context
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter, logging_config
 from config.observability.redact import redact
 from tests.conftest import RuntimeClient
-from tests.factories import JobFactory
+from tests.support.factories import JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

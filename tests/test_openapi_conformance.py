@@ -16,8 +16,8 @@ import pytest
 import requests
 from django.db import connection
 
-from tests.api_walk_support import RUNTIME_ID, World, build_world
-from tests.runtime_fixtures import GUNICORN, ROOT, database_url, free_port, wait_for
+from tests.support.api_walk import RUNTIME_ID, World, build_world
+from tests.support.runtime_fixtures import GUNICORN, ROOT, database_url, free_port, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

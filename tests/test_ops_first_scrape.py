@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from ai_jobs import job_types
-from tests.asynch_fixtures import make_model
-from tests.ops_support import CONTRACT_METRICS, Gunicorn, Scrape, gunicorn
-from tests.runtime_fixtures import wait_for
+from tests.support.asynch_fixtures import make_model
+from tests.support.ops import CONTRACT_METRICS, Gunicorn, Scrape, gunicorn
+from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -14,9 +14,9 @@ import pytest
 import requests
 
 from accounts.api.tokens import AccessToken
-from tests.factories import VALID_OUTPUTS, UserFactory, consent
-from tests.ops_support import Gunicorn, PrivateRedis, Scrape, gunicorn
-from tests.runtime_fixtures import wait_for
+from tests.support.factories import VALID_OUTPUTS, UserFactory, consent
+from tests.support.ops import Gunicorn, PrivateRedis, Scrape, gunicorn
+from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 RUNTIME = {"Authorization": "Bearer ops-runtime-token", "x-runtime-instance-id": "ops-runtime-1"}

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from ops import health
-from tests.ops_support import PrivateRedis
-from tests.runtime_fixtures import free_port, wait_for
+from tests.support.ops import PrivateRedis
+from tests.support.runtime_fixtures import free_port, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,8 +23,8 @@ from ai_jobs.models import (
 )
 from ai_jobs.outputs import normalize_text
 from tests.conftest import RuntimeClient
-from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory
+from tests.support.factories import VALID_OUTPUTS, JobFactory
+from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

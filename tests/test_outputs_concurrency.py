@@ -12,7 +12,7 @@ from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
 from ai_jobs.outputs import publishing
 from learning.models import KnowledgeBase
 from tests.conftest import RuntimeClient
-from tests.learning_factories import KnowledgeBaseFactory
+from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.test_outputs import kb_job, quiz
 
 pytestmark = pytest.mark.django_db(transaction=True)

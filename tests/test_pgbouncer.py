@@ -21,7 +21,7 @@ import pytest
 import requests
 from django.db import connection
 
-from tests.runtime_fixtures import ROOT, free_port, wait_for
+from tests.support.runtime_fixtures import ROOT, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -16,8 +16,8 @@ from ai_jobs.models import AiInvocationLog, AiRuntimeJob
 from quotas import selectors as quota_selectors
 from quotas.models import UserAiUsage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS, JobFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

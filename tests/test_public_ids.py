@@ -17,10 +17,10 @@ from rest_framework.test import APIClient
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from quotas import selectors as quota_selectors
-from tests.api_walk_support import RUNTIME_ID, World, build_world
 from tests.conftest import error_code
-from tests.factories import JobFactory, UserFactory
-from tests.user_api_support import Learner
+from tests.support.api_walk import RUNTIME_ID, World, build_world
+from tests.support.factories import JobFactory, UserFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ import requests
 
 from ops import quickstart
 from tests import environment
-from tests.runtime_fixtures import ROOT, free_port, wait_for
+from tests.support.runtime_fixtures import ROOT, free_port, wait_for
 
 README = ROOT / "README.md"
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"

@@ -21,8 +21,8 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -18,7 +18,7 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.support.concurrency import run_together
-from tests.user_api_support import Learner
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from django.test import Client
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiUsage
-from tests.factories import JobFactory, UserFactory
+from tests.support.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

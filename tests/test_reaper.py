@@ -13,7 +13,7 @@ from ai_jobs import services
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.tasks import reap_jobs
 from tests.conftest import error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
+from tests.support.factories import VALID_OUTPUTS, JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

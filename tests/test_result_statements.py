@@ -19,8 +19,8 @@ from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult, Notification
 from quotas.models import PlatformCircuitBreaker, PlatformDailyUsage, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory
+from tests.support.factories import VALID_OUTPUTS, JobFactory
+from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory
 from tests.test_outputs import kb_job, quiz
 
 pytestmark = pytest.mark.django_db

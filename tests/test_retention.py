@@ -44,8 +44,8 @@ from asynch.storage import DjangoResultStorage, ResultFile
 from config.retention import sweep_run
 from ops import retention
 from ops.tasks import prune_data
-from tests.asynch_fixtures import tenant_client
-from tests.retention_support import age_job, age_tokens, learner_with_everything
+from tests.support.asynch_fixtures import tenant_client
+from tests.support.retention import age_job, age_tokens, learner_with_everything
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
+from tests.support.factories import VALID_OUTPUTS, JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

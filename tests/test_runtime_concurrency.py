@@ -9,8 +9,8 @@ import pytest
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from tests.conftest import RuntimeClient
-from tests.factories import UserFactory, consent
 from tests.support.concurrency import run_together
+from tests.support.factories import UserFactory, consent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, UserAiSettings
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS, JobFactory
-from tests.test_credentials_support import make_credential
+from tests.support.credentials import make_credential
+from tests.support.factories import VALID_OUTPUTS, JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

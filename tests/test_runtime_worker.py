@@ -22,9 +22,9 @@ from runtime_worker.config import RuntimeConfig
 from runtime_worker.job import JobRun
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
 from runtime_worker.runner import Runtime
-from tests import runtime_fixtures
 from tests.conftest import ALL_TYPES
-from tests.runtime_fixtures import free_port, wait_for
+from tests.support import runtime_fixtures
+from tests.support.runtime_fixtures import free_port, wait_for
 
 standin = runtime_fixtures.standin
 _no_leftover_faults = runtime_fixtures._no_leftover_faults

@@ -15,12 +15,12 @@ import requests
 from accounts.selectors import public_id_of
 from ai_jobs import output_schemas, services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
-from tests import runtime_fixtures
 from tests.conftest import ALL_TYPES
-from tests.factories import JobFactory, UserFactory, consent
-from tests.runtime_fixtures import LEASE_SECONDS, PLATFORM_KEY, spawn_runtime, wait_for
+from tests.support import runtime_fixtures
+from tests.support.factories import JobFactory, UserFactory, consent
+from tests.support.runtime_fixtures import LEASE_SECONDS, PLATFORM_KEY, spawn_runtime, wait_for
 
-# The servers and runtimes of tests/runtime_fixtures.py, as this module's fixtures.
+# The servers and runtimes of tests/support/runtime_fixtures.py, as this module's fixtures.
 api_server = runtime_fixtures.api_server
 standin = runtime_fixtures.standin
 start_runtime = runtime_fixtures.start_runtime

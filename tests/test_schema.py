@@ -8,8 +8,8 @@ import threading
 import pytest
 import requests
 
-from tests.fault_fixtures import free_port, port_open, stop_process
-from tests.fault_stack import ROOT, wait_until
+from tests.support.fault_fixtures import free_port, port_open, stop_process
+from tests.support.fault_stack import ROOT, wait_until
 
 pytestmark = pytest.mark.django_db
 

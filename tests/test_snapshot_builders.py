@@ -14,7 +14,12 @@ from accounts.selectors import public_id_of
 from learning import snapshots
 from learning.models import StudyRecord
 from learning.snapshots import BUILDERS, streaks, study_stats
-from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory, StudyRecordFactory
+from tests.support.learning_factories import (
+    KnowledgeBaseFactory,
+    KnowledgePointFactory,
+    MaterialFactory,
+    StudyRecordFactory,
+)
 from tests.support.snapshots import day
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

@@ -14,8 +14,13 @@ from accounts.selectors import public_id_of
 from ai_jobs.snapshots import build_data, snapshot_create
 from learning import snapshots
 from learning.models import StudyRecord
-from tests.factories import UserFactory
-from tests.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory, StudyRecordFactory
+from tests.support.factories import UserFactory
+from tests.support.learning_factories import (
+    KnowledgeBaseFactory,
+    KnowledgePointFactory,
+    MaterialFactory,
+    StudyRecordFactory,
+)
 from tests.support.snapshots import day, hand_made_learning
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

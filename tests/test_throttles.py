@@ -10,8 +10,8 @@ from django.conf import settings as django_settings
 
 from quotas import throttles
 from quotas.throttles import parse_rate
-from tests import fault_fixtures
 from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.support import fault_fixtures
 from tests.support.concurrency import run_together
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,7 @@ def test_concurrent_requests_at_the_edge_never_pass_more_than_the_rate(settings,
 
 
 def test_a_user_over_the_rate_on_ai_endpoints_gets_429_and_others_do_not(settings, monkeypatch):
-    from tests.user_api_support import Learner
+    from tests.support.user_api import Learner
 
     settings.USER_THROTTLE_RATE = "4/min"
     monkeypatch.setattr("quotas.throttles.clock", lambda: 1_800_000_010.0)

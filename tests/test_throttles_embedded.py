@@ -18,10 +18,10 @@ import requests
 from quotas import throttles
 from quotas.models import ThrottleWindow
 from tests.conftest import ALL_TYPES, RuntimeClient
-from tests.ops_support import gunicorn
-from tests.runtime_fixtures import ROOT
 from tests.support.concurrency import run_together
-from tests.user_api_support import Learner
+from tests.support.ops import gunicorn
+from tests.support.runtime_fixtures import ROOT
+from tests.support.user_api import Learner
 
 
 @pytest.mark.embedded

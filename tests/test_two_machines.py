@@ -26,9 +26,9 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
 from asynch.models import AsynchTask, TaskState
-from tests.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
-from tests.runtime_fixtures import ROOT, database_url, free_port, wait_for
-from tests.s3_support import S3Server, start_s3_server
+from tests.support.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
+from tests.support.runtime_fixtures import ROOT, database_url, free_port, wait_for
+from tests.support.s3 import S3Server, start_s3_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

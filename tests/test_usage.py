@@ -29,9 +29,9 @@ from quotas.models import (
 )
 from quotas.services import budget, usage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import UserFactory
 from tests.support.breaker import run_and_succeed
-from tests.user_api_support import Learner
+from tests.support.factories import UserFactory
+from tests.support.user_api import Learner
 
 pytestmark = pytest.mark.django_db
 

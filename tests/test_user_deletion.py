@@ -28,7 +28,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import models
 from django.test import Client
 
-from tests.retention_support import learner_with_everything
+from tests.support.retention import learner_with_everything
 
 pytestmark = pytest.mark.django_db
 

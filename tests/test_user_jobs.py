@@ -15,9 +15,9 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage, UserAiSettings, UserAiUsage
 from tests.conftest import RuntimeClient, error_code
-from tests.factories import VALID_OUTPUTS
-from tests.learning_factories import KnowledgeBaseFactory
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.learning_factories import KnowledgeBaseFactory
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -9,7 +9,7 @@ import pytest
 from ai_jobs.models import AiRuntimeJob
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.support.concurrency import run_together
-from tests.user_api_support import Learner
+from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

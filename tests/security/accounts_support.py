@@ -27,7 +27,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
-from tests.ops_support import gunicorn
+from tests.support.ops import gunicorn
 
 PASSWORD = "correct-horse-battery-9"
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import Permission
 
-from tests.ops_support import Gunicorn, gunicorn
-from tests.runtime_fixtures import ROOT
+from tests.support.ops import Gunicorn, gunicorn
+from tests.support.runtime_fixtures import ROOT
 
 PASSWORD = "correct horse battery staple"
 # The admin's Content-Security-Policy, directive by directive (the API docs add data: images).

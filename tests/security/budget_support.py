@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
-from tests.ops_support import gunicorn
+from tests.support.ops import gunicorn
 
 PASSWORD = "budget-abuse-pw-31"
 RUNTIME = {"Authorization": "Bearer ops-runtime-token", "x-runtime-instance-id": "budget-runtime"}

@@ -29,8 +29,8 @@ from django.db import connections
 
 from asynch import services, worker
 from asynch.models import AsynchTask, Tenant
-from tests.ops_support import Gunicorn, gunicorn
-from tests.runtime_fixtures import ROOT, wait_for
+from tests.support.ops import Gunicorn, gunicorn
+from tests.support.runtime_fixtures import ROOT, wait_for
 
 MODEL_HOST = "127.0.0.2"
 ATTACKER_HOST = "127.0.0.3"

@@ -1,5 +1,5 @@
 """Helpers for the hostile-input, safe-default and probe tests: gunicorn serving the
-test database with its access log on (``tests.ops_support.gunicorn``), JSON nested to
+test database with its access log on (``tests.support.ops.gunicorn``), JSON nested to
 order, raw HTTP for what a client library refuses to send, and reading the log as a
 log reader does (``str.splitlines``: ``\\x0b``, ``\\x1c``, ``\\x85``, U+2028 end a line too)."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.ops_support import Gunicorn, gunicorn
+from tests.support.ops import Gunicorn, gunicorn
 
-RUNTIME_TOKEN = "ops-runtime-token"  # what tests.ops_support.gunicorn admits
+RUNTIME_TOKEN = "ops-runtime-token"  # what tests.support.ops.gunicorn admits
 # The first characters of a line the text formatter starts: its time, then the level.
 TEXT_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
 

@@ -23,9 +23,9 @@ from asynch.models import AsynchTask, Tenant, TenantApiKey
 from credentials.models import Credential
 from credentials.services import credential_create
 from quotas.models import PlatformCircuitBreaker
-from tests.factories import JobFactory, UserFactory
-from tests.ops_support import Gunicorn
 from tests.security.admin_support import Recorder, admin_gunicorn, logged_in, staff, view_only
+from tests.support.factories import JobFactory, UserFactory
+from tests.support.ops import Gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

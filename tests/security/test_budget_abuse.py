@@ -8,8 +8,8 @@ import pytest
 import requests
 
 from quotas.models import UserAiSettings
-from tests.factories import VALID_OUTPUTS
 from tests.security.budget_support import RUNTIME, Learner, code, module_server
+from tests.support.factories import VALID_OUTPUTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

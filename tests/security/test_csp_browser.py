@@ -23,9 +23,9 @@ from ai_jobs.models import AiRuntimeJob
 from asynch.models import AsynchTask
 from asynch.services import tenant_create
 from quotas import services as quotas
-from tests.factories import JobFactory
-from tests.ops_support import Gunicorn
 from tests.security.admin_support import PASSWORD, POLICY, admin_gunicorn, collected_static, policy_of, staff
+from tests.support.factories import JobFactory
+from tests.support.ops import Gunicorn
 from tests.test_dashboard_browser import ARTIFACTS, browser  # noqa: F401  (the browser fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -13,8 +13,6 @@ import requests
 from django.contrib.auth import get_user_model
 
 from asynch.models import AsynchTask
-from tests.asynch_fixtures import make_model, run_queue, tenant_client
-from tests.s3_support import s3_server_fixture  # noqa: F401  (fixture)
 from tests.security.egress_support import (  # noqa: F401  (fixtures)
     ARTIFACTS,
     ATTACKER_HOST,
@@ -28,6 +26,8 @@ from tests.security.egress_support import (  # noqa: F401  (fixtures)
     tenant_http,
     wait_a_moment_for,
 )
+from tests.support.asynch_fixtures import make_model, run_queue, tenant_client
+from tests.support.s3 import s3_server_fixture  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -24,10 +24,10 @@ from config.errors import RuntimeErrorCode
 from runtime_worker.api import Credential
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
 from runtime_worker.prompts import Prompt
-from tests.api_walk_support import RUNTIME_ID, World, build_world
 from tests.conftest import RUNTIME_TOKEN
-from tests.ops_support import Gunicorn
 from tests.security.input_support import live, nested
+from tests.support.api_walk import RUNTIME_ID, World, build_world
+from tests.support.ops import Gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from asynch.models import TenantApiKey
-from tests.runtime_fixtures import ROOT, free_port
+from tests.support.runtime_fixtures import ROOT, free_port
 
 BIN = Path(sys.executable).parent
 PROCESSES = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from quotas import services as quotas
 from quotas.models import CircuitState
 from tests.conftest import RuntimeClient
-from tests.factories import VALID_OUTPUTS
-from tests.user_api_support import Learner
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.user_api import Learner
 
 
 def breaker_open(reason: str = "the provider answers 503") -> None:

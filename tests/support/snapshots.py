@@ -30,7 +30,7 @@ from learning.snapshots import (
     MAX_RECENT_ATTEMPTS,
 )
 from quotas.models import UserAiSettings
-from tests.learning_factories import (
+from tests.support.learning_factories import (
     KnowledgeBaseFactory,
     KnowledgePointFactory,
     LearningProfileFactory,

@@ -19,7 +19,7 @@ import pytest
 import requests
 import yaml
 
-from tests.runtime_fixtures import ROOT, free_port, wait_for
+from tests.support.runtime_fixtures import ROOT, free_port, wait_for
 
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
 PROMETHEUS = "/usr/bin/prometheus"

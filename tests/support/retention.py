@@ -17,15 +17,15 @@ from ai_jobs.notifications import notification_create_for_job
 from ai_jobs.services import job_rerun
 from ai_jobs.services.protocol import job_snapshot
 from tests.conftest import ALL_TYPES, RuntimeClient
-from tests.factories import VALID_OUTPUTS
-from tests.learning_factories import (
+from tests.support.factories import VALID_OUTPUTS
+from tests.support.learning_factories import (
     KnowledgeBaseFactory,
     KnowledgePointFactory,
     LearningProfileFactory,
     MaterialFactory,
     StudyRecordFactory,
 )
-from tests.user_api_support import Learner
+from tests.support.user_api import Learner
 
 KNOWLEDGE_BASE_TYPES = {"quiz_generation", "flashcard_generation"}
 FACTORY_PASSWORD = "pw-123456"  # tests.factories.UserFactory's

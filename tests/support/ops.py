@@ -19,7 +19,7 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.runtime_fixtures import ROOT, database_url, free_port, wait_for
+from tests.support.runtime_fixtures import ROOT, database_url, free_port, wait_for
 
 # The metrics table of contract §8. name: (type, labels); a counter's family is named without ``_total``.
 CONTRACT_METRICS = {

@@ -6,7 +6,7 @@ import factory
 from django.utils import timezone
 
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 
 
 class KnowledgeBaseFactory(factory.django.DjangoModelFactory):

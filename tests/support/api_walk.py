@@ -16,7 +16,7 @@ from asynch.models import AsynchTask, TaskState
 from credentials import services as credential_services
 from learning import services as learning
 from tests.conftest import RUNTIME_TOKEN
-from tests.factories import VALID_OUTPUTS, UserFactory, consent
+from tests.support.factories import VALID_OUTPUTS, UserFactory, consent
 
 RUNTIME_ID = "walk-runtime"
 

@@ -15,7 +15,7 @@ import boto3
 import pytest
 import requests
 
-from tests.runtime_fixtures import free_port, wait_for
+from tests.support.runtime_fixtures import free_port, wait_for
 
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key-0123456789"

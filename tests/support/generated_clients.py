@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TS_SOURCES = ROOT / "tests" / "clients" / "ts"
 TS_INSTALL = ROOT / "var" / "clients-ts"
 PY_PACKAGE = "aijobs_client"

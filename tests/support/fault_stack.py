@@ -23,9 +23,9 @@ from typing import Any
 import psycopg
 import requests
 
-from tests.fault_fixtures import free_port, stop_process
+from tests.support.fault_fixtures import free_port, stop_process
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_TOKEN = "fault-runtime-token"
 PLATFORM_KEY = "sk-fault-platform-secret-key-0123456789"
 

@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework.test import APIClient
 
 from credentials import services as credential_services
-from tests.factories import UserFactory, consent
-from tests.learning_factories import KnowledgeBaseFactory
+from tests.support.factories import UserFactory, consent
+from tests.support.learning_factories import KnowledgeBaseFactory
 
 
 class Learner:

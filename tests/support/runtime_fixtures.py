@@ -28,7 +28,7 @@ from runtime_worker.config import RuntimeConfig
 from runtime_worker.runner import Runtime
 from runtime_worker.standin import StandinServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 E2E_TOKEN = "e2e-runtime-token"
 PLATFORM_KEY = "sk-e2e-platform-secret-key-0123456789"
 LEASE_SECONDS = 2
