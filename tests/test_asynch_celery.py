@@ -8,114 +8,25 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from celery import Celery
-from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from asynch import services, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
 from asynch.semaphore import semaphore_key
 from tests.support.asynch_fixtures import get_semaphore, make_model, model_server_fixture, tenant_client  # noqa: F401
+from tests.support.celery_workers import kick, needs_postgres_and_redis, workers_fixture  # noqa: F401  (fixtures)
+from tests.support.runtime_fixtures import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def _needs_postgres_and_redis(settings) -> None:
-    if connection.vendor != "postgresql" or not settings.REDIS_URL:
-        pytest.skip("needs PostgreSQL and REDIS_URL (make test sets both)")
-    settings.ASYNCH_SEMAPHORE_REDIS_URL = settings.REDIS_URL
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-class Workers:
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, **env: str) -> subprocess.Popen[bytes]:
-        environment = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": _database_url(),
-            "DB_CONN_MAX_AGE": "0",
-            "REDIS_URL": settings.REDIS_URL,
-            "CELERY_BROKER_URL": settings.REDIS_URL,
-            "VAR_DIR": str(self.tmp_path),
-            "ASYNCH_WORKER_CONCURRENCY": "4",
-            "ASYNCH_WORKER_POLL_INTERVAL": "0.1",
-            "LOG_LEVEL": "WARNING",
-            **env,
-        }
-        log = open(self.tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "--concurrency", "2",
-             "-n", f"{name}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        self.processes[name] = process
-        return process
-
-    def wait_ready(self, timeout: float = 40) -> None:
-        deadline = time.monotonic() + timeout
-        for name, process in self.processes.items():
-            while b" ready." not in (self.tmp_path / f"{name}.log").read_bytes():
-                assert process.poll() is None, (self.tmp_path / f"{name}.log").read_text()
-                assert time.monotonic() < deadline, f"worker {name} did not start"
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(tmp_path)
-    yield started
-    started.stop()
-
-
-def _kick(times: int = 1) -> None:
-    """Wake the workers the way createTask and beat do: an ``asynch.tasks.work`` message."""
-    app = Celery("asynch-test")
-    # The URL is passed explicitly: CELERY_BROKER_URL in the environment (memory://
-    # under make test) would win over a configured broker.
-    with app.connection_for_write(settings.REDIS_URL) as conn:
-        for _ in range(times):
-            app.send_task("asynch.tasks.work", connection=conn)
-    app.close()
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("needs_postgres_and_redis"),
+]
 
 
 def test_two_worker_processes_run_200_tasks_each_once_never_above_max_concurrency(workers, model_server):
@@ -127,8 +38,8 @@ def test_two_worker_processes_run_200_tasks_each_once_never_above_max_concurrenc
     workers.start("w2", ASYNCH_WORKER_CONCURRENCY="2")
     workers.wait_ready()
     ids = [biz.create_task("model-service", {"n": n}).json()["taskId"] for n in range(200)]
-    _kick(2)
-    _wait_for(
+    kick(2)
+    wait_for(
         lambda: AsynchTask.objects.filter(id__in=ids, state=TaskState.SUCCEEDED).count() == 200,
         timeout=60,
         what="200 tasks to succeed",
@@ -163,7 +74,7 @@ def test_a_worker_killed_holding_a_slot_gives_it_back_after_its_lease_and_the_ta
     process = workers.start("doomed", ASYNCH_LEASE_SECONDS=str(lease))
     workers.wait_ready()
     task_id = biz.create_task("model-service").json()["taskId"]
-    _kick()
+    kick()
     assert called.wait(30), "the worker never called the model"
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
@@ -172,11 +83,11 @@ def test_a_worker_killed_holding_a_slot_gives_it_back_after_its_lease_and_the_ta
         assert get_semaphore().holders(key) == 1  # the dead worker's slot is still taken...
         task = AsynchTask.objects.get(id=task_id)
         assert task.state == TaskState.RUNNING
-        _wait_for(lambda: get_semaphore().holders(key) == 0, timeout=lease + 3, what="the slot's lease to lapse")
+        wait_for(lambda: get_semaphore().holders(key) == 0, timeout=lease + 3, what="the slot's lease to lapse")
         assert time.monotonic() - killed_at > lease / 3  # ...until its lease ran out, not at once
     finally:
         release.set()
-    _wait_for(
+    wait_for(
         lambda: AsynchTask.objects.get(id=task_id).lease_until < timezone.now(), timeout=lease + 3, what="the lease"
     )
     totals = services.tasks_clean()

@@ -12,13 +12,14 @@ from django.test import Client
 
 from config.observability import context
 from tests.support.asynch_fixtures import make_model, model_server_fixture, tenant_client  # noqa: F401
+from tests.support.celery_workers import Workers, kick, needs_postgres_and_redis  # noqa: F401  (fixture)
 from tests.support.ops import Scrape
-from tests.test_asynch_celery import Workers, _kick, _needs_postgres_and_redis, _wait_for  # noqa: F401  (fixture)
+from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.mark.usefixtures("_needs_postgres_and_redis")
+@pytest.mark.usefixtures("needs_postgres_and_redis")
 def test_worker_processes_count_model_calls_for_every_web_process_and_log_json(tmp_path: Path, model_server):
     model_server.behaviour = lambda call, i: (200, {"n": call.json["n"]}, 0.0)
     make_model("echo", base_url=model_server.url, max_concurrency=4)
@@ -32,7 +33,7 @@ def test_worker_processes_count_model_calls_for_every_web_process_and_log_json(t
             acme.create_task("echo", {"n": n})
         token = context.open_context(requestId="req-celery-1")
         try:
-            _kick(2)
+            kick(2)
         finally:
             context.close_context(token)
 
@@ -40,7 +41,7 @@ def test_worker_processes_count_model_calls_for_every_web_process_and_log_json(t
             scrape = Scrape.parse(Client().get("/metrics").content.decode())
             return scrape.value("asynch_model_calls_total", model_name="echo", outcome="ok") == 20
 
-        _wait_for(counted, timeout=30, what="the workers' 20 calls in /metrics")
+        wait_for(counted, timeout=30, what="the workers' 20 calls in /metrics")
         records = [json.loads(line) for name in ("w1", "w2") for line in _lines(tmp_path / f"{name}.log")]
         assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
         ran = [r for r in records if r.get("requestId") == "req-celery-1"]
