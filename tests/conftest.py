@@ -5,12 +5,11 @@ import os
 import pytest
 from django.conf import LazySettings
 from django.core.cache import cache
-from rest_framework.test import APIClient
 
 from quotas import selectors as quota_selectors
+from tests.support.api import RUNTIME_TOKEN, RuntimeClient
 from tests.support.factories import UserFactory
 
-RUNTIME_TOKEN = "test-runtime-token"
 # The suite's model services are local stand-ins on 127.0.0.1: listed, as make run lists
 # its own, for this process and every server and worker a test starts (tests/security/
 # proves the refusal without it).
@@ -31,45 +30,6 @@ def _runtime_settings(settings: LazySettings) -> None:
     quota_selectors.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
 
 
-class RuntimeClient:
-    """A runtime talking to the internal API through DRF's test client."""
-
-    def __init__(self, instance_id: str = "runtime-1", token: str = RUNTIME_TOKEN) -> None:
-        self.instance_id = instance_id
-        self.client = APIClient()
-        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_RUNTIME_INSTANCE_ID=instance_id)
-
-    def post(self, path: str, body: dict | None = None):
-        return self.client.post(f"/internal/runtime/{path}", body or {}, format="json")
-
-    def get(self, path: str):
-        return self.client.get(f"/internal/runtime/{path}")
-
-    def claim(self, capabilities: list[str] | None = None, limit: int = 10):
-        return self.post("jobs/claim", {"capabilities": capabilities or ALL_TYPES, "limit": limit})
-
-    def lock(self, job_id: str):
-        return self.post(f"jobs/{job_id}/lock")
-
-    def heartbeat(self, job_id: str):
-        return self.post(f"jobs/{job_id}/heartbeat")
-
-    def result(self, job_id: str, attempt_no: int, output: dict, **extra):
-        return self.post(f"jobs/{job_id}/result", {"attemptNo": attempt_no, "output": output, **extra})
-
-    def fail(self, job_id: str, attempt_no: int, code: str, message: str = "boom"):
-        return self.post(f"jobs/{job_id}/fail", {"attemptNo": attempt_no, "errorCode": code, "errorMessage": message})
-
-
-ALL_TYPES = [
-    "learning_state_analysis",
-    "weak_point_analysis",
-    "next_action_planning",
-    "quiz_generation",
-    "flashcard_generation",
-]
-
-
 @pytest.fixture
 def runtime() -> RuntimeClient:
     return RuntimeClient("runtime-1")
@@ -83,7 +43,3 @@ def other_runtime() -> RuntimeClient:
 @pytest.fixture
 def user(db):
     return UserFactory()
-
-
-def error_code(response) -> str:
-    return response.json()["error"]["code"]

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account
 from accounts.selectors import public_id_of
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.factories import UserFactory
 
 PASSWORD = "correct-horse-battery-9"

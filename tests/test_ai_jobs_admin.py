@@ -12,7 +12,7 @@ from django.utils import timezone
 from ai_jobs import services
 from ai_jobs.models import AiRuntimeJob
 from config.errors import DomainError
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import JobFactory
 from tests.support.user_api import Learner
 

@@ -15,7 +15,8 @@ from rest_framework.test import APIClient
 from accounts.api.tokens import AccessToken
 from asynch import crypto, services
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, TenantApiKey
-from tests.support.asynch_fixtures import error_code, make_model, tenant_client
+from tests.support.api import error_code
+from tests.support.asynch_fixtures import make_model, tenant_client
 from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.forms.models import model_to_dict
 from ai_jobs.models import AiRuntimeJob, Notification
 from credentials.models import Credential
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import VALID_OUTPUTS
 from tests.support.learning_factories import (
     KnowledgeBaseFactory,

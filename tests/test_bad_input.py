@@ -9,7 +9,7 @@ import pytest
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.services import retry_delay
 from asynch.worker.calls import ModelCall, _redacted
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.user_api import Learner
 

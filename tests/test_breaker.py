@@ -20,7 +20,7 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitBreakerEvent, CircuitState, PlatformCircuitBreaker
 from quotas.services import usage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.breaker import breaker_half_open, breaker_open, run_and_fail, run_and_succeed
 from tests.support.concurrency import run_together
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory

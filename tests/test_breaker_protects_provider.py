@@ -15,7 +15,7 @@ from ai_jobs.models import AiRuntimeJob
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.breaker import breaker_half_open, breaker_open
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.user_api import Learner

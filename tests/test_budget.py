@@ -14,7 +14,7 @@ from config.errors import DomainError, ErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.breaker import breaker_open
 from tests.support.user_api import Learner
 

@@ -16,7 +16,7 @@ from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, Flashca
 from quotas import selectors as quota_selectors
 from quotas.models import UserAiSettings, UserAiUsage
 from runtime_worker import prompts
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgePointFactory
 from tests.support.user_api import Learner

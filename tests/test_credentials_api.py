@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from credentials import selectors, services
 from credentials.models import Credential, CredentialStatus
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.credentials import (  # noqa: F401  (fixtures)
     API_KEY,
     client_for,

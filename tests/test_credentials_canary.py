@@ -26,7 +26,7 @@ from accounts.api.tokens import AccessToken
 from ai_jobs.models import AiRuntimeJob
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter
 from credentials import crypto
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.credentials import (  # noqa: F401  (fixtures)
     Provider,
     client_for,

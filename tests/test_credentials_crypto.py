@@ -16,7 +16,7 @@ from config import keyring
 from config.errors import DomainError
 from credentials import crypto, services
 from credentials.models import Credential
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.credentials import (  # noqa: F401  (fixtures)
     API_KEY,
     KEY_1,

@@ -26,7 +26,7 @@ from ai_jobs.models import AiRuntimeJob, QueueSample
 from asynch.models import AsynchTask
 from ops import dashboard
 from quotas import services as quotas
-from tests.conftest import RUNTIME_TOKEN
+from tests.support.api import RUNTIME_TOKEN
 from tests.support.asynch_fixtures import make_model, tenant_client
 from tests.support.factories import JobFactory, UserFactory
 

@@ -21,7 +21,7 @@ from ai_jobs.models import AiRuntimeJob, AiRuntimeResult, NextActionRecommendati
 from ai_jobs.outputs import RECOMMENDATIONS
 from ai_jobs.outputs.analyses import store_recommendations
 from runtime_worker import prompts
-from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

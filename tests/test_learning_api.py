@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from accounts.selectors import public_id_of
 from learning import selectors, services
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.factories import UserFactory
 from tests.support.learning_factories import (
     KnowledgeBaseFactory,

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from config.errors import DomainError, ErrorCode
 from learning import services
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.factories import UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

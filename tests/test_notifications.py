@@ -12,7 +12,7 @@ from accounts.selectors import public_id_of
 from ai_jobs import notifications, tasks
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult, Notification
 from ai_jobs.services import result_persist
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.test_outputs import cards, kb_job, quiz, user_client

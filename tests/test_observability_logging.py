@@ -16,7 +16,7 @@ from django.test import Client
 from config.observability import context
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter, logging_config
 from config.observability.redact import redact
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

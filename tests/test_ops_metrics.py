@@ -16,7 +16,7 @@ from ai_jobs import services
 from ai_jobs.models import RuntimeInstance
 from asynch.semaphore import semaphore_key
 from config.observability import metrics, middleware
-from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.asynch_fixtures import get_semaphore, make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.ops import CONTRACT_METRICS, PrivateRedis, Scrape

@@ -22,7 +22,7 @@ from ai_jobs.models import (
     WeakPointCandidate,
 )
 from ai_jobs.outputs import normalize_text
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory
 

@@ -8,7 +8,7 @@ from django.test import Client
 
 from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
 from ai_jobs.notifications import notification_create_for_job
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.test_outputs import finish, kb_job, quiz
 

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.selectors import public_id_of
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.test_outputs import finish, kb_job, quiz, user_client

@@ -11,7 +11,7 @@ from django.db import connection
 from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
 from ai_jobs.outputs import publishing
 from learning.models import KnowledgeBase
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.test_outputs import kb_job, quiz
 

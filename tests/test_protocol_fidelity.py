@@ -15,7 +15,7 @@ from django.utils import timezone
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob
 from quotas import selectors as quota_selectors
 from quotas.models import UserAiUsage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.user_api import Learner
 

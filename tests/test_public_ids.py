@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
 from quotas import selectors as quota_selectors
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.api_walk import RUNTIME_ID, World, build_world
 from tests.support.factories import JobFactory, UserFactory
 from tests.support.user_api import Learner

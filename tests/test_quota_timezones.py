@@ -20,7 +20,7 @@ from config.errors import DomainError, ErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS
 from tests.support.user_api import Learner
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from ai_jobs import services
 from ai_jobs.models import AiRuntimeJob
 from ai_jobs.tasks import reap_jobs
-from tests.conftest import error_code
+from tests.support.api import error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

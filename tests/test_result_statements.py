@@ -18,7 +18,7 @@ from django.utils import timezone
 from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult, Notification
 from quotas.models import PlatformCircuitBreaker, PlatformDailyUsage, UserAiUsage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory
 from tests.test_outputs import kb_job, quiz

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
-from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]

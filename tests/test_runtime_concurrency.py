@@ -8,7 +8,7 @@ import pytest
 
 from accounts.selectors import public_id_of
 from ai_jobs.models import AiRuntimeJob
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.concurrency import run_together
 from tests.support.factories import UserFactory, consent
 

@@ -15,7 +15,7 @@ from config.errors import RuntimeErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, UserAiSettings
-from tests.conftest import ALL_TYPES, RuntimeClient, error_code
+from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.credentials import make_credential
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 

@@ -22,8 +22,8 @@ from runtime_worker.config import RuntimeConfig
 from runtime_worker.job import JobRun
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
 from runtime_worker.runner import Runtime
-from tests.conftest import ALL_TYPES
 from tests.support import runtime_fixtures
+from tests.support.api import ALL_TYPES
 from tests.support.runtime_fixtures import free_port, wait_for
 
 standin = runtime_fixtures.standin

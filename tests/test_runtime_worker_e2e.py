@@ -15,8 +15,8 @@ import requests
 from accounts.selectors import public_id_of
 from ai_jobs import output_schemas, services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
-from tests.conftest import ALL_TYPES
 from tests.support import runtime_fixtures
+from tests.support.api import ALL_TYPES
 from tests.support.factories import JobFactory, UserFactory, consent
 from tests.support.runtime_fixtures import LEASE_SECONDS, PLATFORM_KEY, spawn_runtime, wait_for
 

@@ -10,8 +10,8 @@ from django.conf import settings as django_settings
 
 from quotas import throttles
 from quotas.throttles import parse_rate
-from tests.conftest import ALL_TYPES, RuntimeClient, error_code
 from tests.support import fault_fixtures
+from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.concurrency import run_together
 
 pytestmark = pytest.mark.django_db

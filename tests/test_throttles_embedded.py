@@ -17,7 +17,7 @@ import requests
 
 from quotas import throttles
 from quotas.models import ThrottleWindow
-from tests.conftest import ALL_TYPES, RuntimeClient
+from tests.support.api import ALL_TYPES, RuntimeClient
 from tests.support.concurrency import run_together
 from tests.support.ops import gunicorn
 from tests.support.runtime_fixtures import ROOT

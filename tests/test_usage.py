@@ -28,7 +28,7 @@ from quotas.models import (
     UserAiUsage,
 )
 from quotas.services import budget, usage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.breaker import run_and_succeed
 from tests.support.factories import UserFactory
 from tests.support.user_api import Learner

@@ -14,7 +14,7 @@ from ai_jobs.services import creation
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitState, PlatformDailyUsage, UserAiSettings, UserAiUsage
-from tests.conftest import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS
 from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.support.user_api import Learner

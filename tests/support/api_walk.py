@@ -15,7 +15,7 @@ from asynch import services as asynch_services
 from asynch.models import AsynchTask, TaskState
 from credentials import services as credential_services
 from learning import services as learning
-from tests.conftest import RUNTIME_TOKEN
+from tests.support.api import RUNTIME_TOKEN
 from tests.support.factories import VALID_OUTPUTS, UserFactory, consent
 
 RUNTIME_ID = "walk-runtime"

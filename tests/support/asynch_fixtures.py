@@ -179,10 +179,6 @@ def run_queue(limit: int = 100) -> list[str]:
         outcomes += [worker.task_execute(item) for item in claimed]
 
 
-def error_code(response: Any) -> str:
-    return response.json()["error"]["code"]
-
-
 def queue_order(*, model_name: str, limit: int = 100) -> list[str]:
     """Ids of the model's queued tasks in the order workers take them."""
     return list(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from quotas import services as quotas
 from quotas.models import CircuitState
-from tests.conftest import RuntimeClient
+from tests.support.api import RuntimeClient
 from tests.support.factories import VALID_OUTPUTS
 from tests.support.user_api import Learner
 

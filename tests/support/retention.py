@@ -16,7 +16,7 @@ from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
 from ai_jobs.notifications import notification_create_for_job
 from ai_jobs.services import job_rerun
 from ai_jobs.services.protocol import job_snapshot
-from tests.conftest import ALL_TYPES, RuntimeClient
+from tests.support.api import ALL_TYPES, RuntimeClient
 from tests.support.factories import VALID_OUTPUTS
 from tests.support.learning_factories import (
     KnowledgeBaseFactory,
