@@ -20,8 +20,8 @@ from django.utils import timezone
 from ai_jobs import services as jobs
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from quotas import services as quotas
+from tests.support.browser import ARTIFACTS, browser_fixture  # noqa: F401  (the browser fixture)
 from tests.support.factories import JobFactory, UserFactory
-from tests.test_dashboard_browser import ARTIFACTS, browser  # noqa: F401  (the browser fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -30,7 +30,7 @@ CODES = ["MODEL_RESPONSE_INVALID", "CREDENTIAL_RESOLVE_FAILED", "MODEL_JSON_PARS
 
 
 @pytest.fixture
-def logged_in(browser, live_server):  # type: ignore[no-untyped-def]  # noqa: F811
+def logged_in(browser, live_server):  # type: ignore[no-untyped-def]
     """A browser context logged in through the admin's own login form."""
     get_user_model().objects.create_superuser("operator", "op@example.com", "correct horse")
     context = browser.new_context(viewport={"width": WIDTH, "height": 900}, device_scale_factor=1)

@@ -10,15 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
-import shutil
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import requests
 from django.contrib.auth import get_user_model
-from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
@@ -28,33 +25,12 @@ from ops import dashboard
 from quotas import services as quotas
 from tests.support.api import RUNTIME_TOKEN
 from tests.support.asynch_fixtures import make_model, tenant_client
+from tests.support.browser import ARTIFACTS, browser_fixture  # noqa: F401  (the browser fixture)
 from tests.support.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "var" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 QUEUE_SAMPLES = 45
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls here are
-    # the test's own set-up, made between browser steps, never from inside that loop.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which("chromium"):
-        pytest.fail("Debian's chromium is not installed (make test installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-        # While Playwright's loop is marked running, Django keeps this thread's connections
-        # per context rather than per thread: close them here, or they outlive the test.
-        connections.close_all()
 
 
 @pytest.fixture

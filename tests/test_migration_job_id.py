@@ -4,24 +4,13 @@ its own, migrated to 0005 with rows in it, then forward."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.support.runtime_fixtures import ROOT
+from tests.support.migrations import migrate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
-
-
-def migrate(url: str, tmp_path, *target: str) -> None:
-    env = {**os.environ, "DATABASE_URL": url, "VAR_DIR": str(tmp_path)}
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", *target, "-v0"], cwd=ROOT, env=env, check=True, capture_output=True
-    )
 
 
 def test_0006_keeps_every_output_and_notice_and_drops_only_the_foreign_key(tmp_path):

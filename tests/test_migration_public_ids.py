@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.test_migration_job_id import migrate
+from tests.support.migrations import migrate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

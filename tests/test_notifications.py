@@ -15,7 +15,7 @@ from ai_jobs.services import result_persist
 from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgeBaseFactory
-from tests.test_outputs import cards, kb_job, quiz, user_client
+from tests.support.outputs import cards, kb_job, quiz, user_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -8,12 +8,10 @@ import copy
 
 import pytest
 from django.db import IntegrityError, transaction
-from rest_framework.test import APIClient
 
 from accounts.selectors import public_id_of
 from ai_jobs.models import (
     AiLearningAnalysis,
-    AiRuntimeJob,
     Flashcard,
     FlashcardCandidate,
     NextActionRecommendation,
@@ -22,9 +20,9 @@ from ai_jobs.models import (
     WeakPointCandidate,
 )
 from ai_jobs.outputs import normalize_text
-from tests.support.api import RuntimeClient
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory
+from tests.support.outputs import cards, finish, kb_job, question, quiz, user_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -37,50 +35,9 @@ LIST_OF_TYPE = {
 }
 
 
-def user_client(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def finish(runtime: RuntimeClient, job: AiRuntimeJob, output: dict) -> dict:
-    """Lock the job and submit ``output`` as its result through the internal API."""
-    lock = runtime.lock(job.id)
-    assert lock.status_code == 200, lock.json()
-    response = runtime.result(job.id, lock.json()["attemptNo"], output)
-    assert response.status_code == 200, response.json()
-    return response.json()
-
-
-def kb_job(knowledge_base, job_type: str = "quiz_generation") -> AiRuntimeJob:
-    return JobFactory(
-        user=knowledge_base.user, job_type=job_type, target_type="knowledge_base", target_id=knowledge_base.id
-    )
-
-
-def question(stem: str, **fields) -> dict:
-    return {
-        "questionType": "single_choice",
-        "stem": stem,
-        "options": ["a", "b"],
-        "answer": "a",
-        "explanation": "because",
-        "difficulty": "easy",
-        **fields,
-    }
-
-
 def fullwidth(text: str) -> str:
     """The full-width forms (U+FF01...) of the ASCII characters of ``text``."""
     return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
-
-
-def quiz(*stems: str, **fields) -> dict:
-    return {"questions": [question(stem, **fields) for stem in stems]}
-
-
-def cards(*fronts: str) -> dict:
-    return {"flashcards": [{"front": front, "back": f"back of {front}"} for front in fronts]}
 
 
 # --- each job type ---------------------------------------------------------------------------

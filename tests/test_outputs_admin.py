@@ -10,7 +10,7 @@ from ai_jobs.models import Notification, QuizQuestion, QuizQuestionCandidate
 from ai_jobs.notifications import notification_create_for_job
 from tests.support.api import RuntimeClient
 from tests.support.learning_factories import KnowledgeBaseFactory
-from tests.test_outputs import finish, kb_job, quiz
+from tests.support.outputs import finish, kb_job, quiz
 
 pytestmark = pytest.mark.django_db
 

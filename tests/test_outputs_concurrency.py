@@ -13,7 +13,7 @@ from ai_jobs.outputs import publishing
 from learning.models import KnowledgeBase
 from tests.support.api import RuntimeClient
 from tests.support.learning_factories import KnowledgeBaseFactory
-from tests.test_outputs import kb_job, quiz
+from tests.support.outputs import kb_job, quiz
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

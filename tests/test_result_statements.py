@@ -21,7 +21,7 @@ from quotas.models import PlatformCircuitBreaker, PlatformDailyUsage, UserAiUsag
 from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory
-from tests.test_outputs import kb_job, quiz
+from tests.support.outputs import kb_job, quiz
 
 pytestmark = pytest.mark.django_db
 

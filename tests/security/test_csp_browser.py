@@ -24,9 +24,9 @@ from asynch.models import AsynchTask
 from asynch.services import tenant_create
 from quotas import services as quotas
 from tests.security.admin_support import PASSWORD, POLICY, admin_gunicorn, collected_static, policy_of, staff
+from tests.support.browser import ARTIFACTS, browser_fixture  # noqa: F401  (the browser fixture)
 from tests.support.factories import JobFactory
 from tests.support.ops import Gunicorn
-from tests.test_dashboard_browser import ARTIFACTS, browser  # noqa: F401  (the browser fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +56,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Gun
 
 
 @pytest.fixture
-def page(browser, server: Gunicorn):  # type: ignore[no-untyped-def]  # noqa: F811
+def page(browser, server: Gunicorn):  # type: ignore[no-untyped-def]
     context = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
     watched = Watched()
     context.expose_binding("reportViolation", lambda source, violation: watched.violations.append(violation))

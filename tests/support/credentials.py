@@ -1,6 +1,6 @@
-"""Shared fixtures of the credential tests (no tests here; modules import the
-``*_fixture`` functions): encryption keys, a JWT
-client per user, and a local provider that answers ``GET /models`` as told."""
+"""Shared fixtures of the credential tests (modules import the ``*_fixture``
+functions): encryption keys, a JWT client per user, and a local provider that
+answers ``GET /models`` as told."""
 
 from __future__ import annotations
 
