@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.security.accounts_support import (
+from tests.support.security.accounts import (
     ROOT,
     Client,
     error_of,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.security.accounts_support import Client, error_of, module_server, start_of_a_window
+from tests.support.security.accounts import Client, error_of, module_server, start_of_a_window
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from rest_framework_simplejwt.tokens import AccessToken as PlainAccessToken
 
 from accounts.selectors import public_id_of
-from tests.security.accounts_support import (
+from tests.support.security.accounts import (
     PASSWORD,
     Admin,
     Client,

@@ -13,9 +13,9 @@ import pytest
 import requests
 
 from accounts.api.tokens import AccessToken
-from tests.security.admin_support import POLICY, AdminSession, admin_gunicorn, logged_in, policy_of, staff
 from tests.support.factories import JobFactory, UserFactory
 from tests.support.ops import Gunicorn
+from tests.support.security.admin import POLICY, AdminSession, admin_gunicorn, logged_in, policy_of, staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

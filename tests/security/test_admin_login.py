@@ -19,8 +19,8 @@ import requests
 from axes.models import AccessAttempt
 from django.db.models import F
 
-from tests.security.admin_support import PASSWORD, AdminSession, admin_gunicorn, logged_in, staff
 from tests.support.ops import Gunicorn
+from tests.support.security.admin import PASSWORD, AdminSession, admin_gunicorn, logged_in, staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

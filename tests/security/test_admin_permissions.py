@@ -6,7 +6,7 @@ gets ``403`` when they post one anyway, with a valid CSRF token from their own s
 nothing changes, and no user's key is sent anywhere. A user holding the permission
 runs the same posts. The dashboard needs the permission to view jobs.
 
-Against gunicorn, through real HTTP posts (``tests/security/admin_support.py``)."""
+Against gunicorn, through real HTTP posts (``tests/support/security/admin.py``)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from asynch.models import AsynchTask, Tenant, TenantApiKey
 from credentials.models import Credential
 from credentials.services import credential_create
 from quotas.models import PlatformCircuitBreaker
-from tests.security.admin_support import Recorder, admin_gunicorn, logged_in, staff, view_only
 from tests.support.factories import JobFactory, UserFactory
 from tests.support.ops import Gunicorn
+from tests.support.security.admin import Recorder, admin_gunicorn, logged_in, staff, view_only
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -8,8 +8,8 @@ import pytest
 import requests
 
 from quotas.models import UserAiSettings
-from tests.security.budget_support import RUNTIME, Learner, code, module_server
 from tests.support.factories import VALID_OUTPUTS
+from tests.support.security.budget import RUNTIME, Learner, code, module_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

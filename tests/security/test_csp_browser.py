@@ -23,10 +23,10 @@ from ai_jobs.models import AiRuntimeJob
 from asynch.models import AsynchTask
 from asynch.services import tenant_create
 from quotas import services as quotas
-from tests.security.admin_support import PASSWORD, POLICY, admin_gunicorn, collected_static, policy_of, staff
 from tests.support.browser import ARTIFACTS, browser_fixture  # noqa: F401  (the browser fixture)
 from tests.support.factories import JobFactory
 from tests.support.ops import Gunicorn
+from tests.support.security.admin import PASSWORD, POLICY, admin_gunicorn, collected_static, policy_of, staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,9 @@ import requests
 from django.contrib.auth import get_user_model
 
 from asynch.models import AsynchTask
-from tests.security.egress_support import (  # noqa: F401  (fixtures)
+from tests.support.asynch_fixtures import make_model, run_queue, tenant_client
+from tests.support.s3 import s3_server_fixture  # noqa: F401  (fixture)
+from tests.support.security.egress import (  # noqa: F401  (fixtures)
     ARTIFACTS,
     ATTACKER_HOST,
     MODEL_HOST,
@@ -26,8 +28,6 @@ from tests.security.egress_support import (  # noqa: F401  (fixtures)
     tenant_http,
     wait_a_moment_for,
 )
-from tests.support.asynch_fixtures import make_model, run_queue, tenant_client
-from tests.support.s3 import s3_server_fixture  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -21,7 +21,8 @@ from django.test import Client
 
 from asynch import services
 from asynch.models import AsynchModel, AsynchModelStat, TaskState
-from tests.security.egress_support import (  # noqa: F401  (fixtures)
+from tests.support.asynch_fixtures import make_model, run_queue, tenant_client
+from tests.support.security.egress import (  # noqa: F401  (fixtures)
     ATTACKER_HOST,
     MODEL_HOST,
     STORED_VALUES,
@@ -35,7 +36,6 @@ from tests.security.egress_support import (  # noqa: F401  (fixtures)
     task,
     tenant_http,
 )
-from tests.support.asynch_fixtures import make_model, run_queue, tenant_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -24,10 +24,10 @@ from config.errors import RuntimeErrorCode
 from runtime_worker.api import Credential
 from runtime_worker.model import ModelClient, ModelError, parse_json_output
 from runtime_worker.prompts import Prompt
-from tests.security.input_support import live, nested
 from tests.support.api import RUNTIME_TOKEN
 from tests.support.api_walk import RUNTIME_ID, World, build_world
 from tests.support.ops import Gunicorn
+from tests.support.security.input import live, nested
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -21,10 +21,10 @@ import requests
 from ai_jobs.models import AiRuntimeJob
 from config.observability.redact import redact
 from quotas.models import UserAiSettings
-from tests.security.input_support import RUNTIME_TOKEN, forged_lines, live, log_lines, raw_http
 from tests.support.factories import JobFactory
 from tests.support.ops import Gunicorn
 from tests.support.runtime_fixtures import wait_for
+from tests.support.security.input import RUNTIME_TOKEN, forged_lines, live, log_lines, raw_http
 
 FORGING_PATHS = [
     "/%0aFORGED",

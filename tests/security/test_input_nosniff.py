@@ -13,10 +13,10 @@ import requests
 from django.db import connection
 
 from accounts.api.tokens import AccessToken
-from tests.security.input_support import RUNTIME_TOKEN
 from tests.support.factories import UserFactory
 from tests.support.ops import Gunicorn, PrivateRedis, gunicorn
 from tests.support.runtime_fixtures import free_port
+from tests.support.security.input import RUNTIME_TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

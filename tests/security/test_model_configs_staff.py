@@ -10,7 +10,7 @@ import requests
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 
-from tests.security.egress_support import api, error, shared_var, tenant_http  # noqa: F401  (fixtures)
+from tests.support.security.egress import api, error, shared_var, tenant_http  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -16,9 +16,9 @@ import redis
 import requests
 from django.db import connection
 
-from tests.security.input_support import log_lines
 from tests.support.ops import PrivateRedis, gunicorn
 from tests.support.runtime_fixtures import free_port, wait_for
+from tests.support.security.input import log_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 WORKERS = 2

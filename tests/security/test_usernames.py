@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Account
 from accounts.selectors import public_id_of
-from tests.security.accounts_support import (
+from tests.support.security.accounts import (
     PASSWORD,
     Admin,
     Client,

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.security.accounts_support import ROOT
+from tests.support.security.accounts import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

@@ -39,7 +39,7 @@ LISTED = f"{MODEL_HOST},{ATTACKER_HOST}"
 STORED_KEY = "API_KEY:sk-stored-model-secret-0123456789,X-Team:learning-secret-team"
 STORED_VALUES = ("sk-stored-model-secret-0123456789", "learning-secret-team")
 
-ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "var" / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "var" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip

@@ -30,7 +30,7 @@ from django.db import connection
 from tests.support.ops import gunicorn
 
 PASSWORD = "correct-horse-battery-9"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @contextmanager

@@ -1,0 +1,1 @@
+"""Helpers the black-box security tests (tests/security/) share."""
