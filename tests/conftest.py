@@ -43,3 +43,8 @@ def other_runtime() -> RuntimeClient:
 @pytest.fixture
 def user(db):
     return UserFactory()
+
+
+@pytest.fixture
+def other_user(db):
+    return UserFactory()

@@ -1,6 +1,6 @@
-"""/learning/* end to end through DRF's client (contract §4): CRUD of the four
-resources, object-level authorization, validation in the contract's error body,
-cursor pagination and the list filters."""
+"""/learning/* end to end through DRF's client: CRUD of the four resources,
+validation in the API's error body, cursor pagination and the list filters (another
+user's objects: test_learning_ownership.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.selectors import public_id_of
-from learning import selectors, services
-from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
-from tests.support.api import error_code
+from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
+from tests.support.api import error_code, user_client
 from tests.support.factories import UserFactory
 from tests.support.learning_factories import (
     KnowledgeBaseFactory,
     KnowledgePointFactory,
     MaterialFactory,
     StudyRecordFactory,
+    others_objects,
 )
 
 pytestmark = pytest.mark.django_db
@@ -28,14 +27,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def client(user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(user)
-    return api
-
-
-@pytest.fixture
-def other_user(db):
-    return UserFactory()
+    return user_client(user)
 
 
 def _fields(response) -> dict[str, Any]:
@@ -185,82 +177,6 @@ def test_put_is_not_a_method_of_learning_objects(client, user):
     assert response.status_code == 405 and error_code(response) == "METHOD_NOT_ALLOWED"
 
 
-# --- object-level authorization ------------------------------------------------------------------
-
-
-def _others_objects(other_user) -> dict[str, Any]:
-    record = StudyRecordFactory(knowledge_point__knowledge_base__user=other_user)
-    kp = record.knowledge_point
-    return {
-        "knowledge-bases": kp.knowledge_base,
-        "materials": MaterialFactory(knowledge_base=kp.knowledge_base),
-        "knowledge-points": kp,
-        "study-records": record,
-    }
-
-
-PATCHES = {
-    "knowledge-bases": {"name": "hijacked"},
-    "materials": {"title": "hijacked"},
-    "knowledge-points": {"name": "hijacked"},
-    "study-records": {"score": 1},
-}
-
-
-@pytest.mark.parametrize("resource", list(PATCHES))
-def test_another_users_object_answers_404_like_a_missing_one_and_changes_nothing(client, other_user, resource):
-    obj = _others_objects(other_user)[resource]
-    model = type(obj)
-    before = model.objects.values().get(pk=obj.pk)
-    for response in (
-        client.get(f"/learning/{resource}/{obj.pk}"),
-        client.patch(f"/learning/{resource}/{obj.pk}", PATCHES[resource], format="json"),
-        client.delete(f"/learning/{resource}/{obj.pk}"),
-    ):
-        assert response.status_code == 404 and error_code(response) == "NOT_FOUND"
-        missing = client.get(f"/learning/{resource}/{obj.pk[:-1]}x")
-        assert missing.status_code == 404 and missing.json()["error"].keys() == response.json()["error"].keys()
-    assert model.objects.values().get(pk=obj.pk) == before
-    listed = client.get(f"/learning/{resource}").json()
-    assert listed == {"results": [], "next": None}
-
-
-def test_creating_under_another_users_knowledge_base_or_point_answers_404(client, user, other_user):
-    others = _others_objects(other_user)
-    kb, kp = others["knowledge-bases"], others["knowledge-points"]
-    counts = (Material.objects.count(), KnowledgePoint.objects.count(), StudyRecord.objects.count())
-    for path, body in (
-        ("materials", {"knowledgeBaseId": kb.id, "title": "x"}),
-        ("knowledge-points", {"knowledgeBaseId": kb.id, "name": "x"}),
-        ("study-records", {"knowledgePointId": kp.id, "isCorrect": True}),
-        ("materials", {"knowledgeBaseId": "kb_missing", "title": "x"}),
-        ("study-records", {"knowledgePointId": "kp_missing", "isCorrect": True}),
-    ):
-        response = client.post(f"/learning/{path}", body, format="json")
-        assert response.status_code == 404 and error_code(response) == "NOT_FOUND", path
-    assert (Material.objects.count(), KnowledgePoint.objects.count(), StudyRecord.objects.count()) == counts
-
-
-def test_moving_an_object_under_another_users_parent_answers_404_and_changes_nothing(client, user, other_user):
-    others = _others_objects(other_user)
-    material = MaterialFactory(knowledge_base__user=user)
-    record = StudyRecordFactory(knowledge_point__knowledge_base__user=user)
-    point = record.knowledge_point
-    for path, body in (
-        (f"materials/{material.id}", {"knowledgeBaseId": others["knowledge-bases"].id, "title": "moved"}),
-        (f"knowledge-points/{point.id}", {"knowledgeBaseId": others["knowledge-bases"].id, "name": "moved"}),
-        (f"study-records/{record.id}", {"knowledgePointId": others["knowledge-points"].id, "score": 3}),
-    ):
-        response = client.patch(f"/learning/{path}", body, format="json")
-        assert response.status_code == 404 and error_code(response) == "NOT_FOUND", path
-    material.refresh_from_db()
-    point.refresh_from_db()
-    record.refresh_from_db()
-    assert material.knowledge_base.user == user and material.title != "moved"
-    assert point.knowledge_base.user == user and point.name != "moved"
-    assert record.knowledge_point_id == point.id and record.score == 100
-
-
 # --- validation ------------------------------------------------------------------------------------
 
 
@@ -358,7 +274,7 @@ def test_materials_and_points_filter_by_knowledge_base_and_records_by_point(clie
     p2 = KnowledgePointFactory(knowledge_base=kb2)
     r1 = StudyRecordFactory(knowledge_point=p1)
     StudyRecordFactory(knowledge_point=p2)
-    others = _others_objects(UserFactory())
+    others = others_objects(UserFactory())
 
     def ids(path: str, **params: str) -> list[str]:
         response = client.get(f"/learning/{path}", params)
@@ -372,40 +288,3 @@ def test_materials_and_points_filter_by_knowledge_base_and_records_by_point(clie
     # Filtering by another user's id shows nothing of theirs.
     assert ids("materials", knowledgeBaseId=others["knowledge-bases"].id) == []
     assert ids("study-records", knowledgePointId=others["knowledge-points"].id) == []
-
-
-# --- what the job-creation flow and /ai/learning-profile call ----------------------------------------------
-
-
-def test_target_exists_for_user_only_for_the_users_own_targets(user, other_user):
-    kp = KnowledgePointFactory(knowledge_base__user=user)
-    material = MaterialFactory(knowledge_base=kp.knowledge_base)
-    others = _others_objects(other_user)
-
-    def exists(target_type: str, target_id: str) -> bool:
-        return selectors.target_exists_for_user(user=user, target_type=target_type, target_id=target_id)
-
-    assert exists("user", "me") and exists("user", public_id_of(user))
-    assert not exists("user", str(user.pk))  # the database's key names no one on the wire (contract §2)
-    assert not exists("user", public_id_of(other_user))
-    assert exists("knowledge_base", kp.knowledge_base_id)
-    assert exists("knowledge_point", kp.id)
-    assert exists("material", material.id)
-    assert not exists("knowledge_base", others["knowledge-bases"].id)
-    assert not exists("knowledge_point", others["knowledge-points"].id)
-    assert not exists("material", others["materials"].id)
-    assert not exists("knowledge_point", material.id)  # right id, wrong type
-    assert not exists("material", "mat_missing")
-    assert not exists("galaxy", kp.id)
-
-
-def test_learning_profile_update_creates_then_changes_only_what_it_is_given(user):
-    assert selectors.learning_profile_get(user=user) is None
-    assert selectors.learning_profile_data(user=user)["goals"] == ""
-    profile = services.learning_profile_update(user=user, goals="Pass the exam", level="beginner")
-    assert (profile.goals, profile.level, profile.preferred_study_time) == ("Pass the exam", "beginner", "")
-    services.learning_profile_update(user=user, preferred_study_time="evening", preferences={"pace": "slow"})
-    data = selectors.learning_profile_data(user=user)
-    assert data["goals"] == "Pass the exam" and data["preferredStudyTime"] == "evening"
-    assert data["preferences"] == {"pace": "slow"} and data["updatedAt"]
-    assert LearningProfile.objects.filter(user=user).count() == 1

@@ -12,10 +12,10 @@ from accounts.selectors import public_id_of
 from ai_jobs import notifications, tasks
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult, Notification
 from ai_jobs.services import result_persist
-from tests.support.api import RuntimeClient, error_code
+from tests.support.api import RuntimeClient, error_code, user_client
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgeBaseFactory
-from tests.support.outputs import cards, kb_job, quiz, user_client
+from tests.support.outputs import cards, kb_job, quiz
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -20,9 +20,10 @@ from ai_jobs.models import (
     WeakPointCandidate,
 )
 from ai_jobs.outputs import normalize_text
+from tests.support.api import user_client
 from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.learning_factories import KnowledgeBaseFactory, KnowledgePointFactory, MaterialFactory
-from tests.support.outputs import cards, finish, kb_job, question, quiz, user_client
+from tests.support.outputs import cards, finish, kb_job, question, quiz
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

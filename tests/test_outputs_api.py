@@ -7,10 +7,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.selectors import public_id_of
-from tests.support.api import RuntimeClient
+from tests.support.api import RuntimeClient, user_client
 from tests.support.factories import VALID_OUTPUTS, JobFactory, UserFactory
 from tests.support.learning_factories import KnowledgeBaseFactory
-from tests.support.outputs import finish, kb_job, quiz, user_client
+from tests.support.outputs import finish, kb_job, quiz
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 

@@ -1,5 +1,6 @@
 """The platform's APIs as the tests call them: a runtime on the internal API through
-DRF's test client (with the token the suite's settings admit), and an error answer's code."""
+DRF's test client (with the token the suite's settings admit), a user on the user
+API, and an error answer's code."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ ALL_TYPES = [
     "quiz_generation",
     "flashcard_generation",
 ]
+
+
+def user_client(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
 
 
 def error_code(response: Any) -> str:

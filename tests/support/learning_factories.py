@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import factory
 from django.utils import timezone
 
@@ -59,3 +61,15 @@ class LearningProfileFactory(factory.django.DjangoModelFactory):
     level = "beginner"
     preferred_study_time = "evening"
     preferences = {"language": "en"}
+
+
+def others_objects(other_user) -> dict[str, Any]:
+    """One of each learning object, all owned by ``other_user``, by their API resource."""
+    record = StudyRecordFactory(knowledge_point__knowledge_base__user=other_user)
+    kp = record.knowledge_point
+    return {
+        "knowledge-bases": kp.knowledge_base,
+        "materials": MaterialFactory(knowledge_base=kp.knowledge_base),
+        "knowledge-points": kp,
+        "study-records": record,
+    }

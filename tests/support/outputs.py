@@ -3,17 +3,9 @@ a quiz or flashcards to submit, the runtime submitting it, and the user reading 
 
 from __future__ import annotations
 
-from rest_framework.test import APIClient
-
 from ai_jobs.models import AiRuntimeJob
 from tests.support.api import RuntimeClient
 from tests.support.factories import JobFactory
-
-
-def user_client(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def finish(runtime: RuntimeClient, job: AiRuntimeJob, output: dict) -> dict:
