@@ -5,7 +5,8 @@ openapi-typescript (for openapi-fetch), each generator pinned (requirements-dev.
 the test: the warning is a part of the schema a client does not get.
 
 The npm packages are installed with ``npm ci`` into ``var/clients-ts/`` (again only when
-the lockfile changes); the generated sources go to the test's temporary folder."""
+the lockfile changes); the generated sources go to the test's temporary folder. The
+fixtures are module-scoped: each client's module serves and generates once."""
 
 from __future__ import annotations
 
@@ -17,12 +18,20 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import attrs
+import pytest
+import requests
+from django.db import connection
+
+from asynch import services as asynch_services
+from tests.support.ops import gunicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 TS_SOURCES = ROOT / "tests" / "clients" / "ts"
@@ -144,3 +153,56 @@ def undocumented(value: Any, path: str = "") -> list[str]:
         for index, item in enumerate(value):
             found += undocumented(item, f"{path}[{index}]")
     return found
+
+
+# The live server the generated clients drive (gunicorn on the test database): its
+# runtime token and the password its learners register with.
+RUNTIME_TOKEN = "generated-client-runtime-token"
+PASSWORD = "a-Long-enough-passw0rd"
+
+
+@pytest.fixture(name="server", scope="module")
+def server_fixture(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.skip("gunicorn serves the test database on PostgreSQL")
+        env = {
+            "RUNTIME_SERVICE_TOKENS": RUNTIME_TOKEN,
+            "PLATFORM_DEEPSEEK_API_KEY": "sk-generated-client-platform-key",
+            "ALLOW_REGISTRATION": "true",
+            "REGISTRATION_THROTTLE_RATE": "1000000/hour",
+            "LOG_LEVEL": "WARNING",
+        }
+        with gunicorn(tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2, env=env) as running:
+            yield running.url
+
+
+@pytest.fixture(name="schema", scope="module")
+def schema_fixture(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    answer = requests.get(f"{server}/api/schema", params={"format": "json"}, timeout=30)
+    assert answer.status_code == 200
+    path = tmp_path_factory.mktemp("schema") / "schema.json"
+    path.write_text(answer.text)
+    return path
+
+
+@pytest.fixture(name="python_client", scope="module")
+def python_client_fixture(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> PythonClient:
+    return generate_python_client(schema, tmp_path_factory.mktemp("python-client"))
+
+
+@pytest.fixture(name="typescript_types", scope="module")
+def typescript_types_fixture(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> TypeScriptTypes:
+    return generate_typescript_types(schema, tmp_path_factory.mktemp("typescript-client") / "work")
+
+
+def run_suffix() -> str:
+    """A part of the names a trip creates, so two trips never share one."""
+    return uuid.uuid4().hex[:8]
+
+
+def tenant_key(name: str, *, is_admin: bool) -> str:
+    tenant = asynch_services.tenant_create(name=name, is_admin=is_admin)
+    return asynch_services.tenant_key_create(tenant=tenant).key

@@ -1,122 +1,40 @@
-"""Clients generated from ``/api/schema`` work against the live server and lose nothing
-(contract §1: the schema is the truth a generated client is built from).
-
-A Python client (openapi-python-client) and a TypeScript client (openapi-typescript
-types for openapi-fetch, compiled by ``tsc --strict``) drive gunicorn: the learner's
-trip, the runtime's loop with and without ``include``, a model-asynch tenant's trip and
-an admin's ``updateModel`` of one field. Every answer of the Python client parses into
-its documented model with no key left over; after each partial update (``updateModel``,
-the learning PATCHes) the object read back has every other field as it was. Either
-generator warning about the schema fails the test."""
+"""The Python client generated from ``/api/schema`` (openapi-python-client) works against
+the live server and loses nothing (the schema is the truth a generated client is built
+from): a learner's trip, the runtime's loop with and without ``include``, a model-asynch
+tenant's trip and an admin's ``updateModel`` of one field, through gunicorn. Every answer
+parses into its documented model with no key left over; after each partial update
+(``updateModel``, the learning PATCHes) the object read back has every other field as it
+was. A generator warning about the schema fails the test."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import threading
 import time
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, get_args, get_type_hints
 from urllib.parse import unquote, urlsplit
 
 import attrs
 import pytest
-import requests
-from django.db import connection
 
-from asynch import services as asynch_services
 from tests.support.asynch_fixtures import ModelServer, model_server_fixture, run_queue  # noqa: F401
 from tests.support.factories import VALID_OUTPUTS
-from tests.support.generated_clients import (
-    TS_SOURCES,
+from tests.support.generated_clients import (  # noqa: F401  (fixtures)
+    PASSWORD,
+    RUNTIME_TOKEN,
     PythonClient,
-    TypeScriptTypes,
-    compile_and_run,
-    generate_python_client,
-    generate_typescript_types,
+    python_client_fixture,
+    run_suffix,
+    schema_fixture,
+    server_fixture,
+    tenant_key,
     undocumented,
 )
-from tests.support.ops import gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-RUNTIME_TOKEN = "generated-client-runtime-token"
-PASSWORD = "a-Long-enough-passw0rd"
 # Fields an update changes by itself, besides the one it was asked to change.
 TOUCHED = {"updated_at"}
-
-
-@pytest.fixture(scope="module")
-def server(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with django_db_blocker.unblock():
-        if connection.vendor != "postgresql":
-            pytest.skip("gunicorn serves the test database on PostgreSQL")
-        env = {
-            "RUNTIME_SERVICE_TOKENS": RUNTIME_TOKEN,
-            "PLATFORM_DEEPSEEK_API_KEY": "sk-generated-client-platform-key",
-            "ALLOW_REGISTRATION": "true",
-            "REGISTRATION_THROTTLE_RATE": "1000000/hour",
-            "LOG_LEVEL": "WARNING",
-        }
-        with gunicorn(tmp_path_factory.mktemp("gunicorn") / "gunicorn.log", workers=2, env=env) as running:
-            yield running.url
-
-
-@pytest.fixture(scope="module")
-def schema(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    answer = requests.get(f"{server}/api/schema", params={"format": "json"}, timeout=30)
-    assert answer.status_code == 200
-    path = tmp_path_factory.mktemp("schema") / "schema.json"
-    path.write_text(answer.text)
-    return path
-
-
-@pytest.fixture(scope="module")
-def python_client(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> PythonClient:
-    return generate_python_client(schema, tmp_path_factory.mktemp("python-client"))
-
-
-@pytest.fixture(scope="module")
-def typescript_types(schema: Path, tmp_path_factory: pytest.TempPathFactory) -> TypeScriptTypes:
-    return generate_typescript_types(schema, tmp_path_factory.mktemp("typescript-client") / "work")
-
-
-def _suffix() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-@contextlib.contextmanager
-def model_asynch_worker() -> Iterator[None]:
-    """A model-asynch worker for the trips: the queue run in a thread of this process,
-    on the database the server serves, until the trip is over."""
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            while not stop.is_set():
-                run_queue()
-                stop.wait(0.05)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=work, name="model-asynch-worker", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-
-
-def _tenant_key(name: str, *, is_admin: bool) -> str:
-    tenant = asynch_services.tenant_create(name=name, is_admin=is_admin)
-    return asynch_services.tenant_key_create(tenant=tenant).key
-
-
-# --- the Python client ---------------------------------------------------------------------------------
 
 
 class Py:
@@ -166,16 +84,13 @@ def _is_touched(wire_key: str) -> bool:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", wire_key).lower() in TOUCHED
 
 
-def test_the_generators_take_the_schema_without_a_warning(
-    python_client: PythonClient, typescript_types: TypeScriptTypes
-):
+def test_the_python_generator_takes_the_schema_without_a_warning(python_client: PythonClient):
     assert python_client.warnings() == [], python_client.output
-    assert typescript_types.warnings() == [], typescript_types.output
 
 
 def test_a_learner_and_a_runtime_through_the_generated_python_client(server: str, python_client: PythonClient):
     py, m = Py(python_client, server), python_client.models
-    anonymous, suffix = py.anonymous(), _suffix()
+    anonymous, suffix = py.anonymous(), run_suffix()
     assert py.call("healthz_retrieve", "HealthStatus", client=anonymous).status.value == "ok"
     assert py.call("readyz_retrieve", "Readiness", client=anonymous).status.value == "ok"
     assert "aijobs_queue_jobs" in py.call("metrics_retrieve", str, client=anonymous)
@@ -363,9 +278,9 @@ def test_a_learner_and_a_runtime_through_the_generated_python_client(server: str
 def test_a_tenant_and_an_admin_through_the_generated_python_client(
     server: str, python_client: PythonClient, model_server: ModelServer
 ):
-    py, m, suffix = Py(python_client, server), python_client.models, _suffix()
-    admin = py.tenant(_tenant_key(f"gen-py-admin-{suffix}", is_admin=True))
-    tenant = py.tenant(_tenant_key(f"gen-py-tenant-{suffix}", is_admin=False))
+    py, m, suffix = Py(python_client, server), python_client.models, run_suffix()
+    admin = py.tenant(tenant_key(f"gen-py-admin-{suffix}", is_admin=True))
+    tenant = py.tenant(tenant_key(f"gen-py-tenant-{suffix}", is_admin=False))
     name = f"gen-py-model-{suffix}"
 
     created = py.call(
@@ -418,36 +333,3 @@ def test_a_tenant_and_an_admin_through_the_generated_python_client(
             body=m.ModelConfigInRequest(model_name=spare, base_url=model_server.url))  # fmt: skip
     deleted = py.call("model_delete_model_create", "Deleted", client=admin, body=m.ModelNameRequest(model_name=spare))
     assert deleted.deleted is True
-
-
-# --- the TypeScript client -------------------------------------------------------------------------------
-
-
-def test_the_typescript_program_has_no_cast_and_no_any():
-    source = (TS_SOURCES / "trips.ts").read_text()
-    code = re.sub(r'"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`', '""', source)  # strings may say anything
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)  # and comments
-    assert not re.search(r"\bany\b", code), "any"
-    assert not re.search(r"\bas\s+(?!const\b)[A-Za-z{(\[]", code), "a cast (as T)"
-    assert not re.search(r"[\w)\]]!(?!=)", code), "a non-null assertion (x!)"
-    assert "@ts-" not in source and "eslint-disable" not in source
-
-
-def test_a_learner_a_runtime_a_tenant_and_an_admin_through_the_generated_typescript_client(
-    server: str, typescript_types: TypeScriptTypes, model_server: ModelServer
-):
-    suffix = _suffix()
-    with model_asynch_worker():
-        output = compile_and_run(
-            typescript_types,
-            {
-                "API_URL": server,
-                "RUN_SUFFIX": suffix,
-                "PASSWORD": PASSWORD,
-                "RUNTIME_TOKEN": RUNTIME_TOKEN,
-                "ADMIN_TENANT_KEY": _tenant_key(f"gen-ts-admin-{suffix}", is_admin=True),
-                "TENANT_KEY": _tenant_key(f"gen-ts-tenant-{suffix}", is_admin=False),
-                "MODEL_BASE_URL": model_server.url,
-            },
-        )
-    assert output.strip().endswith("trips done"), output
