@@ -118,7 +118,7 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d var/site
 
 bench: venv
-	$(BIN)/python bench/bench_lifecycle.py
+	$(BIN)/python -m bench.bench_lifecycle
 
 clean:
 	rm -rf var .pytest_cache

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -193,6 +193,32 @@ class BackendSampler:
         for app in self.app_of.values():
             seen[app] = seen.get(app, 0) + 1
         return seen
+
+
+def run_threads(threads: int, worker: Callable[[int], int]) -> float:
+    """Run ``worker`` on ``threads`` threads until each returns; jobs per second."""
+    done = [0] * threads
+    barrier = threading.Barrier(threads + 1)
+
+    def target(i: int) -> None:
+        barrier.wait()
+        done[i] = worker(i)
+
+    pool = [threading.Thread(target=target, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time of the whole machine (every process, the kernel's work for them), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(value) for value in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def report(title: str, rows: list[tuple[str, float, str]], baseline: str) -> None:

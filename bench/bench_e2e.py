@@ -19,7 +19,7 @@ alone allows.
 
 The production shape: Redis for the cache and the throttles
 (``BENCH_E2E_REDIS_URL``, default ``redis://127.0.0.1:6379/14``), a Celery worker
-(``--pool threads``, as the README's unit runs it) and beat on a Redis broker
+(``--pool threads``, as its systemd unit runs it) and beat on a Redis broker
 (``BENCH_E2E_BROKER_URL``, default ``redis://127.0.0.1:6379/15``); both are flushed
 before the run.
 
@@ -42,10 +42,8 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -54,7 +52,8 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench._common import BackendSampler, cpu_seconds  # noqa: E402  (run as a script)
+from bench._common import BackendSampler, cpu_seconds, free_port, run_threads  # noqa: E402  (run as a script)
+from bench.lifecycle_sql import FLOOR_CLAIM, FLOOR_HEARTBEAT, FLOOR_RESULT, FLOOR_SUCCEED  # noqa: E402
 
 DATABASE_URL = os.environ.get("BENCH_E2E_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_bench_e2e")
 REDIS_URL = os.environ.get("BENCH_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -67,12 +66,6 @@ JOB_TYPES = [
     "quiz_generation",
     "flashcard_generation",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def ensure_database() -> None:
@@ -189,65 +182,26 @@ def floor(count: int, threads: int) -> float:
     }
     output_json = json.dumps(output)
     digest = output_schemas.output_hash(output)
-    claim_sql = (
-        "WITH picked AS MATERIALIZED (SELECT id FROM ai_runtime_job WHERE status = 'pending' AND available_at <= now() "
-        "AND job_type = ANY(%s) ORDER BY priority, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-        "UPDATE ai_runtime_job SET status = 'locked', locked_by = %s, locked_at = now(), "
-        "lock_until = now() + interval '60 seconds', deadline_ms = 0, attempt_no = attempt_no + 1, updated_at = now() "
-        "WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING id, attempt_no"
-    )
-    heartbeat_sql = (
-        "UPDATE ai_runtime_job SET lock_until = now() + interval '60 seconds', status = 'running', "
-        "started_at = CASE WHEN status = 'locked' THEN now() ELSE started_at END, updated_at = now() "
-        "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s AND lock_until >= now() "
-        "RETURNING cancel_requested"
-    )
-    succeed_sql = (
-        "UPDATE ai_runtime_job SET status = 'succeeded', finished_at = now(), lock_until = NULL, updated_at = now() "
-        "WHERE id = %s AND status IN ('locked', 'running') AND locked_by = %s AND lock_until >= now() "
-        "AND attempt_no = %s RETURNING id"
-    )
-    insert_sql = (
-        "INSERT INTO ai_runtime_result (id, job_id, attempt_no, idempotency_key, output_hash, output_schema_version, "
-        "output, prompt_tokens, completion_tokens, total_tokens, cost_cents, runtime_instance_id, created_at) "
-        "VALUES (%s, %s, %s, %s, %s, 'v1', %s, 500, 50, 550, 0.0161, %s, now())"
-    )
-    done = [0] * threads
 
-    def slot(index: int) -> None:
-        instance = f"floor-{index}"
+    def slot(index: int) -> int:
+        instance, done = f"floor-{index}", 0
         with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
             while True:
-                row = conn.execute(claim_sql, [[JOB_TYPES[0]], instance]).fetchone()
+                row = conn.execute(FLOOR_CLAIM, [[JOB_TYPES[0]], instance]).fetchone()
                 if row is None:
-                    return
+                    return done
                 job_id, attempt = row
-                conn.execute(heartbeat_sql, [job_id, instance]).fetchone()
+                conn.execute(FLOOR_HEARTBEAT, [job_id, instance]).fetchone()
                 with conn.transaction():
-                    if conn.execute(succeed_sql, [job_id, instance, attempt]).fetchone():
-                        conn.execute(
-                            insert_sql,
-                            [
-                                new_id("res"),
-                                job_id,
-                                attempt,
-                                f"{job_id}:{attempt}:{digest}",
-                                digest,
-                                output_json,
-                                instance,
-                            ],
-                        )
-                        done[index] += 1
+                    if conn.execute(FLOOR_SUCCEED, [job_id, instance, attempt]).fetchone():
+                        key = f"{job_id}:{attempt}:{digest}"
+                        conn.execute(FLOOR_RESULT, [new_id("res"), job_id, attempt, key, digest, output_json, instance])
+                        done += 1
 
-    workers = [threading.Thread(target=slot, args=(i,)) for i in range(threads)]
-    began = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    elapsed = time.perf_counter() - began
-    assert sum(done) == count, f"floor finished {sum(done)} of {count}"
-    return count / elapsed
+    rate = run_threads(threads, slot)
+    finished = count_by_status().get("succeeded", 0)
+    assert finished == count, f"floor finished {finished} of {count}"
+    return rate
 
 
 # --- end to end ----------------------------------------------------------------------------------------
