@@ -1,4 +1,4 @@
-"""``POST /ai/jobs`` per second through gunicorn — the contract's eleven steps
+"""``POST /ai/jobs`` per second through gunicorn — the eleven steps of a job's creation
 (target check, settings, idempotency, quota, breaker and budget, snapshot, the job
 and the day's count in one transaction) — against a bare DRF view with the same
 JWT authentication doing one INSERT, in the same run.

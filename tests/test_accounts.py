@@ -1,4 +1,4 @@
-"""Accounts (contract §2): registration, JWTs that name the opaque public id, and the
+"""Accounts: registration, JWTs that name the opaque public id, and the
 throttle on /auth/* per client IP and per username."""
 
 from __future__ import annotations

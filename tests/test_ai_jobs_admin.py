@@ -148,7 +148,7 @@ def test_every_job_page_is_read_only_and_a_failed_one_offers_its_rerun(operator)
     assert operator.get(f"/admin/ai_jobs/airuntimejob/{done.id}/delete/").status_code == 403
 
 
-def test_a_mistyped_admin_address_is_an_admin_page_and_any_other_is_the_contracts_json(operator):
+def test_a_mistyped_admin_address_is_an_admin_page_and_any_other_is_the_apis_json_error(operator):
     page = operator.get("/admin/ai_jobs/airuntimejobz/")
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
     assert "Page not found" in page.content.decode() and "/admin/ai_jobs/airuntimejobz/" in page.content.decode()

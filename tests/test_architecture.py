@@ -1,4 +1,4 @@
-"""The shape of the project (DESIGN.md): no import cycle between any of its modules,
+"""The shape of the project (docs/architecture/index.md): no import cycle between any of its modules,
 imports that point down the layers, and no import inside a function to get round
 either. Read from the source by grimp, so a new cycle or an upward import fails the
 suite the moment it is written.

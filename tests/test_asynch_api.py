@@ -1,4 +1,4 @@
-"""The model-asynch API of contract §6 end to end through DRF's client:
+"""The model-asynch API end to end through DRF's client:
 authentication, model configs, tasks, batch pickup, statistics, downloads."""
 
 from __future__ import annotations

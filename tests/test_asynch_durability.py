@@ -1,7 +1,7 @@
 """model-asynch keeps what it was given: a live call is not failed as stuck before its
 model's ``timeoutSeconds``, and a model's answer is kept until its file is stored, so a
-failed upload is retried across cleaner runs without calling the model again (seed
-003 §1.3: upload retries are not counted)."""
+failed upload is retried across cleaner runs without calling the model again (an upload retry
+is not a call: ``/model/stats`` does not count it)."""
 
 from __future__ import annotations
 

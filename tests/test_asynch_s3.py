@@ -1,4 +1,4 @@
-"""model-asynch with ``ASYNCH_RESULT_STORAGE=s3`` (contract §9) against a real S3 API
+"""model-asynch with ``ASYNCH_RESULT_STORAGE=s3`` against a real S3 API
 server (moto's, its own process): the result is an object in the bucket, ``ossFile``
 is a presigned URL that downloads it with no credentials for
 ``ASYNCH_DOWNLOAD_URL_MAX_AGE`` seconds, and the object goes with its task (the

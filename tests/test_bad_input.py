@@ -1,4 +1,4 @@
-"""Bad input gets the contract's error, never a 500 — and never a half-written row."""
+"""Bad input gets the API's error body, never a 500 — and never a half-written row."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_a_nul_in_the_path_or_the_query_is_refused():
     assert learner.get("/ai/jobs/job_a\x00b").status_code == 404
     response = learner.get("/ai/quizzes", jobId="a\x00b", targetType="user")
     assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
-    assert response.json()["error"]["fields"] == {"jobId": ["Must not contain NUL characters."]}  # named (contract §1)
+    assert response.json()["error"]["fields"] == {"jobId": ["Must not contain NUL characters."]}  # named as on the wire
 
 
 def test_a_study_record_from_year_one_is_refused():

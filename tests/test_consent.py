@@ -1,4 +1,4 @@
-"""Consent (seed 000 §9, seed 002 §1.2, contract §3 and §4): AI analysis is opt-in, and
+"""Consent: AI analysis is opt-in, and
 once a job's cancel is requested (the user's cancel, or AI analysis turned off) the
 runtime gets nothing more of the learner's and nothing it sends back is kept."""
 

@@ -1,5 +1,5 @@
-"""The user's model credentials through HTTP (contract §4), the provider test
-against a local stand-in, and the runtime's resolve of a user key (contract §3)."""
+"""The user's model credentials through HTTP, the provider test
+against a local stand-in, and the runtime's resolve of a user key."""
 
 from __future__ import annotations
 
@@ -255,7 +255,7 @@ def test_an_unreachable_or_slow_provider_answers_ok_false_without_an_http_status
     assert Credential.objects.get(id=credential.id).status == "active"
 
 
-# --- the runtime's resolve (contract §3) --------------------------------------------------------
+# --- the runtime's resolve ---------------------------------------------------------------------
 
 
 def _locked_job(runtime: RuntimeClient, **fields):

@@ -125,7 +125,7 @@ def test_a_canary_key_leaves_in_clear_only_to_the_lock_holder(
     assert keep("test 500", client.post(url(cred_id, "test")), 200).json()["httpStatus"] == 500
     keep("bad update", client.put(url(cred_id), {"apiKey": second + " trailing words"}, format="json"), 400)
 
-    # POST /ai/jobs names the credential by id (contract §4): its answer must not carry the key,
+    # POST /ai/jobs names the credential by id: its answer must not carry the key,
     # and the job it makes is the one the runtime resolves.
     job_body = {
         "jobType": "learning_state_analysis",

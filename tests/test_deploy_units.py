@@ -1,4 +1,4 @@
-"""The systemd units of the README's Production: one per process, each restarted
+"""The systemd units of docs/operations/production.md (Supervision): one per process, each restarted
 whatever way it ends (``Restart=always``), and valid for systemd itself."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Redis is a private ``redis-server`` killed with SIGKILL (broker, cache and semap
 all gone, as in a crash); RabbitMQ is the machine's, reached through a ``TcpProxy``
 that is cut (every connection reset, new ones refused), in a vhost of the test's own.
 A model-asynch drain is running when the broker goes (an unacknowledged message: the
-case that made celery 5.7.0's workers exit on Redis, see the README's Production)."""
+case that made celery 5.7.0's workers exit on Redis, see docs/operations/production.md, Why celery 5.6.3)."""
 
 from __future__ import annotations
 

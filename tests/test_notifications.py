@@ -1,4 +1,4 @@
-"""Job-complete notifications (seed 002 v1.1 ``notifyJobComplete``, contract §3-4):
+"""Job-complete notices (docs/api/jobs.md, Notices):
 sent after the result's transaction commits and never when it rolls back, at most
 once per job, listed and marked read by their owner only."""
 

@@ -1,4 +1,4 @@
-"""Celery worker processes and contract §8: their counters reach ``/metrics`` (one
+"""Celery worker processes are observed as the web is: their counters reach ``/metrics`` (one
 Redis hash for every process), their lines are JSON in ``LOG_FORMAT=json``, and a
 task's lines carry the id of the request that queued it."""
 

@@ -1,6 +1,6 @@
-"""Request ids and the two log formats (contract §8): the caller's well-formed
+"""Request ids and the two log formats: the caller's well-formed
 ``X-Request-ID`` back, a new one otherwise, on every line the request causes; one
-JSON object per line with the contract's fields; keys and tokens masked in both."""
+JSON object per line with the fields docs/operations/metrics.md lists; keys and tokens masked in both."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAPI schema tells the truth (contract §1): Schemathesis, against gunicorn
+"""The OpenAPI schema tells the truth (it is what clients are built from): Schemathesis, against gunicorn
 serving the test database, sends generated requests (valid and invalid) to every
 operation of ``/api/schema`` as a learner, a runtime and a tenant, and checks each
 answer: its status is documented, its body matches the documented schema, and no

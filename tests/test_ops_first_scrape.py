@@ -1,4 +1,4 @@
-"""Contract §8: every metric of the table is in the first scrape of a fresh platform,
+"""Every metric of the table (docs/operations/metrics.md) is in the first scrape of a fresh platform,
 a family without labels as one sample, a labelled family with a 0 sample for each
 label value known in advance (each status, job type and API; model names once
 configured). An alert on a counter's rate sees nothing until its series exists, so
@@ -16,7 +16,7 @@ import redis
 
 from ai_jobs import job_types
 from tests.support.asynch_fixtures import make_model
-from tests.support.ops import CONTRACT_METRICS, Gunicorn, Scrape, gunicorn
+from tests.support.ops import DOCUMENTED_METRICS, Gunicorn, Scrape, gunicorn
 from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -25,7 +25,7 @@ APIS = ("internal", "user", "asynch", "auth", "admin", "other")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 API_KEY_MODES = ("platform_key", "user_deepseek_key")
 OUTCOMES = ("ok", "error", "timeout")
-# Beside the contract's table, what the alert rules divide or compare by.
+# Beside the documented table, what the alert rules divide or compare by.
 ALERTED = {
     "aijobs_queue_pending_due_jobs": ("gauge", {"job_type"}),
     "aijobs_platform_token_budget": ("gauge", set()),
@@ -71,7 +71,7 @@ def has(found: Scrape, name: str, **labels: str) -> bool:
 
 def test_every_family_is_in_the_first_scrape_with_a_zero_for_each_known_label_value(fresh: Gunicorn):
     found = scrape(fresh)
-    for name, (kind, labels) in {**CONTRACT_METRICS, **ALERTED}.items():
+    for name, (kind, labels) in {**DOCUMENTED_METRICS, **ALERTED}.items():
         assert found.types.get(name) == kind, (name, found.types.get(name))
         if "model_name" not in labels:  # no model is configured yet: those families are declared, empty
             assert found.labels[name] == labels, (name, found.labels[name])
@@ -104,7 +104,7 @@ def test_every_family_is_in_the_first_scrape_with_a_zero_for_each_known_label_va
 def test_a_configured_model_has_its_series_before_its_first_task(fresh: Gunicorn):
     make_model("echo", queue_limit=40)
     found = scrape(fresh)
-    for name, (_, labels) in {**CONTRACT_METRICS, **ALERTED}.items():
+    for name, (_, labels) in {**DOCUMENTED_METRICS, **ALERTED}.items():
         if "model_name" in labels:
             assert found.labels[name] == labels, (name, found.labels[name])
     for outcome in OUTCOMES:

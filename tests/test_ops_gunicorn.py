@@ -1,4 +1,4 @@
-"""Contract §8 checked from outside: gunicorn with several workers, as production
+"""The metrics, probes and logs checked from outside: gunicorn with several workers, as production
 runs it (``-c config/gunicorn.py``, ``LOG_FORMAT=json``), once with the counters in
 Redis and once in prometheus-client's multiprocess files (the embedded default)."""
 

@@ -1,4 +1,4 @@
-"""``/healthz`` and ``/readyz`` (contract §8), against real services a test stops:
+"""``/healthz`` and ``/readyz``, against real services a test stops:
 a private redis-server, and broker and database addresses where nothing listens.
 ``/readyz`` is computed at most once a second: a change shows within a few."""
 

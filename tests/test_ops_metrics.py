@@ -1,4 +1,4 @@
-"""``GET /metrics`` (contract §8), in process: every metric with its type and labels,
+"""``GET /metrics`` in process: every metric with its type and labels,
 the queue gauges and the counters following jobs through their life, the breaker,
 runtimes, model-asynch, the token, and counters that survive a Redis outage."""
 
@@ -19,7 +19,7 @@ from config.observability import metrics, middleware
 from tests.support.api import ALL_TYPES, RuntimeClient, error_code
 from tests.support.asynch_fixtures import get_semaphore, make_model, model_server_fixture, run_queue, tenant_client  # noqa: F401
 from tests.support.factories import VALID_OUTPUTS, JobFactory
-from tests.support.ops import CONTRACT_METRICS, PrivateRedis, Scrape
+from tests.support.ops import DOCUMENTED_METRICS, PrivateRedis, Scrape
 
 # Real commits: the counters are recorded once the transaction that finished a job commits.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +40,7 @@ def _run_job(runtime: RuntimeClient, job_id: str, tokens: int = 120) -> None:
     assert answer.status_code == 200, answer.content
 
 
-def test_every_metric_of_the_contract_is_there_with_its_type_and_labels(runtime, model_server, settings):
+def test_every_documented_metric_is_there_with_its_type_and_labels(runtime, model_server, settings):
     settings.ASYNCH_SEMAPHORE_REDIS_URL = settings.REDIS_URL
     JobFactory()
     _run_job(runtime, JobFactory().id)
@@ -50,7 +50,7 @@ def test_every_metric_of_the_contract_is_there_with_its_type_and_labels(runtime,
     metrics.NOTIFICATIONS_FAILED.inc()
     Client().get("/ai/profile")  # a user-API request (401) for the HTTP metrics
     found = scrape()
-    for name, (kind, labels) in CONTRACT_METRICS.items():
+    for name, (kind, labels) in DOCUMENTED_METRICS.items():
         assert found.types.get(name) == kind, (name, found.types.get(name))
         assert found.labels[name] == labels, (name, found.labels[name])
     assert found.value("aijobs_http_requests_total", api="user", status="401") == 1
@@ -64,7 +64,7 @@ def test_every_metric_of_the_contract_is_there_with_its_type_and_labels(runtime,
 @pytest.mark.embedded
 def test_every_family_is_in_a_scrape_before_anything_happened_whichever_the_store():
     found = scrape()
-    for name, (kind, labels) in CONTRACT_METRICS.items():
+    for name, (kind, labels) in DOCUMENTED_METRICS.items():
         assert found.types.get(name) == kind, (name, found.types.get(name))
         if "model_name" not in labels:  # no model configured: declared, with no sample
             assert found.labels[name] == labels, (name, found.labels[name])

@@ -1,4 +1,4 @@
-"""What a job's result becomes (contract §5): each job type's output, submitted
+"""What a job's result becomes: each job type's output, submitted
 through the internal API, ends as its records and is read back through the user
 API; quiz questions and flashcards are published once per knowledge base."""
 

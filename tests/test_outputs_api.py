@@ -1,5 +1,5 @@
-"""The result lists of the user API (contract §4): JWT, the signed-in user's own
-records only, newest first, filters, the contract's pagination, 400 for bad input."""
+"""The result lists of the user API: JWT, the signed-in user's own
+records only, newest first, filters, cursor pagination, 400 for bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PgBouncer in transaction mode in front of PostgreSQL (README: Several machines): a
+"""PgBouncer in transaction mode in front of PostgreSQL (docs/operations/production.md, A connection pooler in front of PostgreSQL): a
 real ``pgbouncer`` (Debian's, 1.18, which carries no prepared statements) with two
 server connections for many client ones, and gunicorn's threads talking through it.
 With ``DB_TRANSACTION_POOLER=1`` every call succeeds, nothing outliving a transaction."""

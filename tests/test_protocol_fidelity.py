@@ -37,7 +37,7 @@ pytestmark = pytest.mark.django_db
 def test_seed_000_failure_codes_are_accepted_with_seed_000s_retryable_column(runtime, code, status, retries):
     job = JobFactory()
     lock = runtime.lock(job.id).json()
-    response = runtime.fail(job.id, lock["attemptNo"], code, "from a runtime written against seed 000")
+    response = runtime.fail(job.id, lock["attemptNo"], code, "from a runtime written against the first protocol")
     assert response.status_code == 200, response.json()
     assert response.json() == {"jobId": job.id, "status": status, "retryCount": retries}
     stored = AiRuntimeJob.objects.get(id=job.id)

@@ -1,4 +1,4 @@
-"""Opaque user ids (contract §1, §2): no response of any endpoint carries a user's
+"""Opaque user ids: no response of any endpoint carries a user's
 integer key; ``targetId: "me"`` names the caller; the ids cost no query per row."""
 
 from __future__ import annotations

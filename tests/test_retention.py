@@ -1,4 +1,4 @@
-"""Retention (contract §9): ``prune_data`` and the beat task delete, in bounded
+"""Retention: ``prune_data`` and the beat task delete, in bounded
 batches, snapshots of jobs finished past ``AI_SNAPSHOT_RETENTION_DAYS``, finished jobs
 with their results and logs past ``AI_JOB_RETENTION_DAYS`` (the user's outputs stay,
 with their ``jobId``), notifications past ``AI_NOTIFICATION_RETENTION_DAYS`` and

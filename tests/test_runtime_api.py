@@ -1,5 +1,5 @@
-"""The internal runtime API through HTTP: every transition of seed 000 §3 and
-every internal error code of seed 002 §1.1 in the situation the seed describes."""
+"""The internal runtime API through HTTP: every transition of a job and
+every internal error code in the situation that answers it (docs/api/runtime.md)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_poll_clamps_the_limit_to_50_and_returns_an_empty_list_when_idle(runtime
 
 
 def test_an_unknown_capability_matches_nothing_instead_of_failing_the_poll(runtime):
-    # Contract §3: a newer runtime against an older server still gets the types both know.
+    # A newer runtime against an older server still gets the types both know.
     job = JobFactory()
     response = runtime.post("jobs/poll", {"capabilities": ["astrology"]})
     assert response.status_code == 200 and response.json() == {"jobs": []}
@@ -343,12 +343,12 @@ def test_invocation_logs_for_an_attempt_that_never_was_are_refused(runtime):
 # --- errors -----------------------------------------------------------------------------
 
 
-def test_an_unknown_path_answers_the_contract_error_body(client):
+def test_an_unknown_path_answers_the_api_error_body(client):
     response = client.get("/internal/runtime/nothing-here")
     assert response.status_code == 404 and error_code(response) == "NOT_FOUND"
 
 
-def test_a_wrong_method_answers_405_in_the_contract_shape(runtime):
+def test_a_wrong_method_answers_405_in_the_error_body_shape(runtime):
     response = runtime.get("jobs/claim")
     assert response.status_code == 405 and error_code(response) == "METHOD_NOT_ALLOWED"
 
@@ -361,7 +361,7 @@ def test_a_body_past_the_upload_limit_is_a_validation_error_not_a_500(runtime, s
     assert "body" in response.json()["error"]["fields"]
 
 
-def test_a_body_that_is_not_json_is_415_in_the_contract_shape(runtime):
+def test_a_body_that_is_not_json_is_415_in_the_error_body_shape(runtime):
     response = runtime.client.post("/internal/runtime/jobs/poll", "capabilities=all", content_type="text/plain")
     assert response.status_code == 415 and error_code(response) == "UNSUPPORTED_MEDIA_TYPE"
 

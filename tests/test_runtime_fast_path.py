@@ -1,4 +1,4 @@
-"""The claim fast path (contract §3): ``claim`` with ``include`` hands out jobs already
+"""The claim fast path: ``claim`` with ``include`` hands out jobs already
 ``running``, each with exactly the bodies the separate snapshot and credential calls
 give, under the same consent, breaker and credential rules; and the read path's
 statement counts (snapshot, credential, claim with include)."""

@@ -32,7 +32,7 @@ FINAL = ("succeeded", "failed", "cancelled")
 
 
 def _target(user, job_type: str) -> tuple[str, str]:
-    """Quiz and flashcard jobs need a knowledge base (contract §4); the others
+    """Quiz and flashcard jobs need a knowledge base as their target; the others
     analyse the learner."""
     if job_type not in ("quiz_generation", "flashcard_generation"):
         return "user", public_id_of(user)

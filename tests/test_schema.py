@@ -1,4 +1,4 @@
-"""The OpenAPI schema and docs of contract §1."""
+"""The OpenAPI schema (``/api/schema``) and its docs pages."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""The production setup is the same code with the environment set (contract §7)."""
+"""The production setup is the same code with the environment set."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two machines in one test (contract §9): two web servers (gunicorn with
+"""Two machines in one test (docs/operations/production.md, Several machines): two web servers (gunicorn with
 ``-c config/gunicorn.py``, as Procfile.dev starts it) and two Celery workers, each pair
 with its own ``VAR_DIR`` (no disk in common), sharing only what machines share in
 production: one PostgreSQL (the test database), one Redis, one S3 bucket (moto's

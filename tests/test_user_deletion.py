@@ -1,4 +1,4 @@
-"""Deleting a user deletes everything of theirs (contract §9), in the admin or with the
+"""Deleting a user deletes everything of theirs, in the admin or with the
 ORM: a learner with one of everything is deleted, then EVERY model of every installed
 app is walked, generically, so a model added later is covered without touching this
 test:

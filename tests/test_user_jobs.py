@@ -1,5 +1,5 @@
-"""POST /ai/jobs and the user's jobs, settings and profile (contract §4): the
-eleven steps in order, every user error code of seed 002 §1.2 in its situation."""
+"""POST /ai/jobs and the user's jobs, settings and profile: the
+eleven steps of a job's creation in order, every user error code in its situation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Registration, as a stranger who wants a hundred accounts tries it on gunicorn
-(contract §2): off unless ``ALLOW_REGISTRATION`` turns it on (``403 FORBIDDEN``), and
+off unless ``ALLOW_REGISTRATION`` turns it on (``403 FORBIDDEN``), and
 where it is on, limited per client address by ``REGISTRATION_THROTTLE_RATE`` besides
 ``AUTH_THROTTLE_RATE``."""
 

@@ -1,9 +1,9 @@
 """Sessions of the user API, tried against gunicorn as a thief holding a copy of a
-token would (contract §10): a refresh rotates and the refresh token it was given never
+token would: a refresh rotates and the refresh token it was given never
 works again, not even raced by eight clients at once; a logout kills the refresh token;
 a password change (by the learner, or set by an operator in Django admin) and a
 deactivation end every access and refresh token issued before; a deleted user's tokens
-are refused with the contract's error body; a token that carries no digest of the
+are refused with the API's error body; a token that carries no digest of the
 password (one issued before tokens did) is refused."""
 
 from __future__ import annotations

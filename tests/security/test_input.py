@@ -1,6 +1,6 @@
 """Hostile JSON, tried from outside against gunicorn: a body nested deeper than 64
 levels, or one that cannot be parsed (``"[" * 50000``), is ``400 VALIDATION_ERROR``
-with the contract's error body on every operation that takes a JSON body, on every
+with the API's error body on every operation that takes a JSON body, on every
 API (auth unauthenticated, the user API, the internal runtime API, model-asynch), and
 never a 500 or a ``RecursionError`` in the log. JSON parsed anywhere else is bounded
 too: model-asynch's ``X-User-Info`` header, a model's answer in the reference runtime,
@@ -102,7 +102,7 @@ def test_a_body_too_deep_or_unparsable_is_a_validation_error_on_every_json_opera
     assert "RecursionError" not in log and "Traceback" not in log and " 500 " not in log
 
 
-def test_the_error_body_of_a_deep_body_is_the_contracts_and_names_the_field(server: Gunicorn):
+def test_the_error_body_of_a_deep_body_is_the_apis_and_names_the_field(server: Gunicorn):
     response = requests.post(
         server.url + "/auth/token", data="[" * 50000, headers={"Content-Type": "application/json"}, timeout=30
     )

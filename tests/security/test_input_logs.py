@@ -1,4 +1,4 @@
-"""No caller can forge a log line (contract: control characters in a request's path
+"""No caller can forge a log line (control characters in a request's path
 or headers are logged as one line, escaped), tried against gunicorn with its access
 log on, in both ``LOG_FORMAT``s: ``curl "$API/%0aFORGED"`` and its cousins (``%0d%0a``,
 VT, FS, NEL, U+2028), a raw ``\\r\\n`` in a header, and a runtime instance id from a

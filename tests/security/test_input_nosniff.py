@@ -1,4 +1,4 @@
-"""Every JSON answer carries ``X-Content-Type-Options: nosniff`` (contract: nothing a
+"""Every JSON answer carries ``X-Content-Type-Options: nosniff`` (nothing a
 model or a user supplied is served as a page), tried against gunicorn: success and
 error answers of every API, the middleware's early answers, the 404 and 500 handlers,
 the probes and the scrape, a 503 while the database is down, a refused Host."""
@@ -71,7 +71,7 @@ def test_every_json_answer_says_nosniff(tmp_path: Path):
     assert statuses["metrics"] == 401 and statuses["too large"] == 400 and statuses["NUL in the query"] == 400
     assert [name for name, response in answers.items() if _sniffable(response)] == []
     kinds = {name: r.headers.get("Content-Type", "") for name, r in answers.items() if name != "metrics 200"}
-    assert {name: kind for name, kind in kinds.items() if "json" not in kind} == {}  # errors too: the contract's body
+    assert {name: kind for name, kind in kinds.items() if "json" not in kind} == {}  # errors too: the error body
 
 
 def _admin_login(url: str) -> requests.Response:

@@ -1,4 +1,4 @@
-"""``/readyz`` against gunicorn (contract §8): a flood of probes costs the backing
+"""``/readyz`` against gunicorn: a flood of probes costs the backing
 services at most one check per process a second, on connections each process keeps
 (counted where they land: a private redis-server, PostgreSQL's sessions), and a
 service that fails is ``"unavailable"`` in the answer, its address, user and error in

@@ -1,4 +1,4 @@
-"""Unsafe by omission, refused (contract §7): with ``DEBUG`` false every process, web,
+"""Unsafe by omission, refused: with ``DEBUG`` false every process, web,
 Celery worker, beat and the reference runtime, exits at start naming the setting when
 ``SECRET_KEY`` is missing or the public development default, or when
 ``CREDENTIAL_ENCRYPTION_KEYS`` is unset; ``dev_bootstrap`` (its known passwords and

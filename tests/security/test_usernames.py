@@ -1,4 +1,4 @@
-"""Usernames, tried as an attacker would (contract §10): every spelling of a name that
+"""Usernames, tried as an attacker would: every spelling of a name that
 normalizes to it (Unicode NFKC, surrounding whitespace, any case) is one account, on
 the wire and in Django admin; racing registrations of two spellings make one account,
 because the database refuses the second; the spellings share one throttle count.

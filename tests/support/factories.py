@@ -9,7 +9,7 @@ from quotas.models import UserAiSettings
 
 
 class UserFactory(factory.django.DjangoModelFactory):
-    """A fresh user: AI analysis off, as for every new user (contract §4 step 4)."""
+    """A fresh user: AI analysis off, as for every new user (consent is opt-in)."""
 
     class Meta:
         model = get_user_model()
@@ -41,7 +41,7 @@ class JobFactory(factory.django.DjangoModelFactory):
             consent(job.user)
 
 
-# Outputs that match each job type's v1 schema (contract §5).
+# Outputs that match each job type's v1 schema (ai_jobs/output_schemas.py).
 VALID_OUTPUTS: dict[str, dict] = {
     "learning_state_analysis": {
         "summary": "Steady progress in algebra.",

@@ -116,7 +116,7 @@ class Stack:
                             "--access-logformat", "%(s)s %(m)s %(U)s"])  # fmt: skip
 
     def start_worker(self, name: str, **env: str) -> None:
-        """As ``make run`` and the README's unit start it."""
+        """As ``make run`` and its systemd unit start it."""
         self._spawn(name, [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads",
                            "--concurrency", "2", "--loglevel", "INFO", "-n", f"{name}@%h"], **env)  # fmt: skip
 
@@ -212,7 +212,7 @@ class Answer:
     started: float  # time.monotonic()
     ended: float
     status: int | str  # an HTTP status, or "refused" / "timeout"
-    code: str | None = None  # the contract's error code
+    code: str | None = None  # the error code of the answer
     retry_after: str | None = None
 
 

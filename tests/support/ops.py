@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.runtime_fixtures import ROOT, database_url, free_port, wait_for
 
-# The metrics table of contract §8. name: (type, labels); a counter's family is named without ``_total``.
-CONTRACT_METRICS = {
+# The metrics table of docs/operations/metrics.md. name: (type, labels); a counter's family is named without ``_total``.
+DOCUMENTED_METRICS = {
     "aijobs_queue_jobs": ("gauge", {"status", "job_type"}),
     "aijobs_queue_oldest_pending_seconds": ("gauge", {"job_type"}),
     "aijobs_leases_lapsed": ("gauge", set()),

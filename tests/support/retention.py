@@ -65,7 +65,7 @@ def create_job(learner: Learner, job_type: str, knowledge_base_id: str) -> AiRun
 
 
 def run_job(runtime: RuntimeClient, job: AiRuntimeJob, *, tag: str) -> AiRuntimeJob:
-    """Seed 000's path: lock, heartbeat, an invocation log, the result with its
+    """A runtime's path: lock, heartbeat, an invocation log, the result with its
     usage, then the success notice."""
     lock = runtime.lock(job.id)
     assert lock.status_code == 200, lock.json()

@@ -76,7 +76,7 @@ def claims(token: str) -> dict[str, Any]:
 
 
 def error_of(response: requests.Response) -> dict[str, Any]:
-    """The contract's error body: ``{"error": {"code", "message", "retryable"}}``."""
+    """The API's error body: ``{"error": {"code", "message", "retryable"}}``."""
     body = response.json()
     assert set(body) == {"error"} and {"code", "message", "retryable"} <= set(body["error"]), body
     return body["error"]
