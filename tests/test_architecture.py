@@ -7,6 +7,9 @@ suite the moment it is written.
     config  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives)
     ops: what operators watch (metrics, probes, the dashboard), over every app
     runtime_worker: a client; of the server only the output schemas and the error code names
+
+The tests keep a shape too: what test modules share lives in ``tests/support/``, and
+no test module imports another one (nor conftest.py, whose fixtures pytest hands out).
 """
 
 from __future__ import annotations
@@ -141,6 +144,34 @@ def function_imports() -> list[str]:
     return found
 
 
+# Beside the test modules, what pytest itself loads from tests/: the fixtures, the
+# plugin named in pyproject's addopts, and the packages' __init__.py.
+TESTS_PYTEST_LOADS = {"conftest.py", "environment.py", "__init__.py"}
+
+
+def layout_violations_of_tests(tests: Path) -> list[str]:
+    """Helper modules outside ``tests/support/``, and imports of a test module (or of
+    conftest.py) from anywhere under ``tests/``."""
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        relative = path.relative_to(tests.parent)
+        in_support = relative.parts[1] == "support"
+        if not in_support and not path.name.startswith("test_") and path.name not in TESTS_PYTEST_LOADS:
+            found.append(f"{relative}: a helper module outside tests/support/")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "tests" and any(part.startswith("test_") or part == "conftest" for part in parts[1:]):
+                    found.append(f"{relative}:{node.lineno} imports {name}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     return grimp.build_graph(*PACKAGES, cache_dir=None)
@@ -156,6 +187,26 @@ def test_every_import_points_down_the_layers(graph):
 
 def test_no_function_imports_a_module_of_the_project():
     assert function_imports() == []
+
+
+def test_test_modules_share_only_the_support_package():
+    assert layout_violations_of_tests(ROOT / "tests") == []
+
+
+def test_the_tests_layout_check_finds_a_planted_helper_and_imports_of_test_modules(tmp_path: Path):
+    tests = tmp_path / "tests"
+    (tests / "support").mkdir(parents=True)
+    (tests / "support" / "clients.py").write_text("from tests.support.factories import UserFactory\n")
+    (tests / "conftest.py").write_text("import pytest\n")
+    (tests / "test_a.py").write_text("from tests.test_b import helper\nfrom tests import test_c\n")
+    (tests / "test_b.py").write_text("from tests.conftest import RUNTIME_TOKEN\n")
+    (tests / "b_support.py").write_text("")
+    assert layout_violations_of_tests(tests) == [
+        "tests/b_support.py: a helper module outside tests/support/",
+        "tests/test_a.py:1 imports tests.test_b.helper",
+        "tests/test_a.py:2 imports tests.test_c",
+        "tests/test_b.py:1 imports tests.conftest.RUNTIME_TOKEN",
+    ]
 
 
 def test_the_checks_find_a_planted_cycle_and_upward_imports():
