@@ -8,6 +8,7 @@ filesystem Celery broker, so ``make run`` needs no server. ``DATABASE_URL``,
 import os
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import environ
 from csp.constants import NONE, SELF
@@ -341,6 +342,15 @@ PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_
 PLATFORM_DAILY_COST_BUDGET_CENTS = env.int("PLATFORM_DAILY_COST_BUDGET_CENTS", default=50_000)
 PLATFORM_CIRCUIT_FAILURE_THRESHOLD = env.int("PLATFORM_CIRCUIT_FAILURE_THRESHOLD", default=10)
 PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = env.int("PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS", default=2)
+# The operator's day: the platform budget's day and model-asynch's daily statistics
+# turn at midnight here (users' quotas turn at their own midnight). An IANA name.
+PLATFORM_TIMEZONE = env.str("PLATFORM_TIMEZONE", default="UTC").strip()
+try:
+    ZoneInfo(PLATFORM_TIMEZONE)
+except (ZoneInfoNotFoundError, ValueError):
+    raise ImproperlyConfigured(
+        f"PLATFORM_TIMEZONE={PLATFORM_TIMEZONE!r} is not an IANA time zone name, such as UTC or Asia/Shanghai."
+    ) from None
 # A user holds at most this many learning objects of each kind (knowledge bases,
 # materials, knowledge points, study records): what a snapshot is built from stays bounded.
 LEARNING_MAX_OBJECTS_PER_USER = env.int("LEARNING_MAX_OBJECTS_PER_USER", default=10_000)

@@ -103,7 +103,7 @@ PLATFORM_USAGE_SHARDS = 16
 
 
 class PlatformDailyUsage(models.Model):
-    """Platform-key tokens and cost of one UTC day, spread over a few shard rows so
+    """Platform-key tokens and cost of one platform day (PLATFORM_TIMEZONE), spread over a few shard rows so
     concurrent results do not all queue for one row lock; a day's total is the sum."""
 
     day = models.DateField()

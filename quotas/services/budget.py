@@ -1,4 +1,4 @@
-"""The platform key's daily budget: tokens and cost of the UTC day, counted in shard
+"""The platform key's daily budget: tokens and cost of the platform's day (PLATFORM_TIMEZONE), counted in shard
 rows; going over opens the breaker, and while the day's budget is used up new
 platform-key jobs get its own codes."""
 
