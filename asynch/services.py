@@ -244,7 +244,7 @@ def task_create(
     creator: str = "",
     forward_headers: dict[str, str] | None = None,
 ) -> AsynchTask:
-    """Queue a task (seed 003 §2, step 2): one statement checks the model and its
+    """Queue a task: one statement checks the model and its
     queue limit and inserts; only when it inserts nothing is the reason looked up."""
     headers = {k: v for k, v in (forward_headers or {}).items() if v}
     encrypted = crypto.encrypt(json.dumps(headers)) if headers and get_storage().captures_headers else None

@@ -1,4 +1,4 @@
-"""The task state machine of seed 003 §3, in one place.
+"""The task state machine of model-asynch, in one place.
 
     0 queued ──claim──▶ 1 running ──succeed──▶ 2 succeeded ──getTaskBatch──▶ 4 downloaded ──expireAt──▶ deleted
         ▲                   │
