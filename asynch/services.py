@@ -336,8 +336,8 @@ def tasks_pickup(*, tenant: Tenant, task_ids: Sequence[str]) -> list[BatchItem]:
 def stat_count_call(
     *, tenant_id: str, creator: str, model_name: str, now: dt.datetime | None = None, calls: int = 1
 ) -> None:
-    """Real model calls, counted on the platform's day in one atomic upsert (``calls`` < 0 takes back calls
-    counted for tasks that were then not called)."""
+    """Real model calls, counted on the platform's day in one atomic upsert (``calls``
+    < 0 takes back calls counted for tasks that were then not called)."""
     now = now or timezone.now()
     table = AsynchModelStat._meta.db_table
     with connection.cursor() as cursor:

@@ -107,8 +107,9 @@ def claim_next(
     may be planned as a join that takes more rows).
 
     ``count_calls`` (PostgreSQL): the same statement counts the calls about to be
-    made in ``asynch_model_stat`` on the platform's day, one upsert per (tenant, creator, model). A task
-    that already has its model's answer (``has_answer``) makes no call: not counted."""
+    made in ``asynch_model_stat`` on the platform's day, one upsert per (tenant,
+    creator, model). A task that already has its model's answer (``has_answer``)
+    makes no call: not counted."""
     if not model_names or limit <= 0:
         return []
     params: list[Any] = list(model_names)

@@ -218,7 +218,7 @@ CONTENT_SECURITY_POLICY = {
 # Retry-After (seconds).
 SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=1)
 
-# --- Celery -------------------------------------------------------------------
+# --- Celery -----------------------------------------------------------------------------------
 # Without a broker server the embedded default passes messages through files,
 # which every local process (web, worker, beat) can share.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
@@ -268,7 +268,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # treats a request's (CONN_MAX_AGE, the health check).
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 
-# --- AI runtime jobs -------------------------------------------
+# --- AI runtime jobs --------------------------------------------------------------------------
 # No default token: with none set the internal API admits no runtime (make run sets one).
 RUNTIME_SERVICE_TOKENS = [t for t in env.list("RUNTIME_SERVICE_TOKENS", default=[]) if t]
 AI_JOB_LOCK_SECONDS = env.int("AI_JOB_LOCK_SECONDS", default=60)
@@ -286,7 +286,7 @@ PLATFORM_DEEPSEEK_API_KEY = env.str("PLATFORM_DEEPSEEK_API_KEY", default="")
 DEEPSEEK_BASE_URL = env.str("DEEPSEEK_BASE_URL", default="https://api.deepseek.com")
 DEEPSEEK_MODEL = env.str("DEEPSEEK_MODEL", default="deepseek-chat")
 
-# --- users, quotas, platform budget ------------------------------
+# --- users, quotas, platform budget -----------------------------------------------------------
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("JWT_ACCESS_MINUTES", default=30)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("JWT_REFRESH_DAYS", default=7)),
@@ -355,7 +355,7 @@ except (ZoneInfoNotFoundError, ValueError):
 # materials, knowledge points, study records): what a snapshot is built from stays bounded.
 LEARNING_MAX_OBJECTS_PER_USER = env.int("LEARNING_MAX_OBJECTS_PER_USER", default=10_000)
 
-# --- users' own model keys ---------------------------------------------------
+# --- users' own model keys --------------------------------------------------------------------
 # base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.
 # Unset, with DEBUG on (``make run``), a development key is derived from SECRET_KEY.
 CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
@@ -363,7 +363,7 @@ CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
 # in its summary and turns the per-process warning off (``check --deploy`` still flags it).
 CREDENTIAL_DEV_KEY_WARNING = env.bool("CREDENTIAL_DEV_KEY_WARNING", default=True)
 
-# --- refusing to start ---------------------------------------------------------
+# --- refusing to start ------------------------------------------------------------------------
 # Every process loads these settings (web, worker, beat, the runtime, manage.py), so with
 # DEBUG false none of them starts on the public development SECRET_KEY or with the
 # credential key derived from it; ``make run`` turns DEBUG on for its own processes.
@@ -382,7 +382,7 @@ if not DEBUG:
             "or DEBUG=true on a development machine (make run does)."
         )
 
-# --- model-asynch -----------------------------------------------------
+# --- model-asynch -----------------------------------------------------------------------------
 ASYNCH_WORKER_ENABLED = env.bool("ASYNCH_WORKER_ENABLED", default=True)
 ASYNCH_WORKER_POLL_INTERVAL = env.float("ASYNCH_WORKER_POLL_INTERVAL", default=1.0)
 ASYNCH_WORKER_BATCH_SIZE = env.int("ASYNCH_WORKER_BATCH_SIZE", default=10)
@@ -419,7 +419,7 @@ ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default
 # the platform's own network. Empty: only public https:// hosts.
 ASYNCH_ALLOWED_MODEL_HOSTS = env.list("ASYNCH_ALLOWED_MODEL_HOSTS", default=[])
 
-# --- the reference runtime --------------------------------------------------------
+# --- the reference runtime --------------------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
 RUNTIME_SERVICE_TOKEN = env.str("RUNTIME_SERVICE_TOKEN", default="")
 RUNTIME_INSTANCE_ID = env.str("RUNTIME_INSTANCE_ID", default="")
@@ -432,7 +432,7 @@ RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 # machines). Above 1, check --deploy warns about what is kept on one machine's disk.
 DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
 
-# --- retention (docs: Operations, Retention) ----------------------------------
+# --- retention (docs: Operations, Retention) --------------------------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
 RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction
 AI_SNAPSHOT_RETENTION_DAYS = env.int("AI_SNAPSHOT_RETENTION_DAYS", default=7)
@@ -472,7 +472,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- observability (docs: Operations, Metrics) ------------------------------------------
+# --- observability (docs: Operations, Metrics) ------------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # or "json": one object per line
 LOGGING = logging_config(
     log_format=LOG_FORMAT,

@@ -104,8 +104,9 @@ PLATFORM_USAGE_SHARDS = 16
 
 
 class PlatformDailyUsage(models.Model):
-    """Platform-key tokens and cost of one platform day (PLATFORM_TIMEZONE), spread over a few shard rows so
-    concurrent results do not all queue for one row lock; a day's total is the sum."""
+    """Platform-key tokens and cost of one platform day (``PLATFORM_TIMEZONE``), spread
+    over a few shard rows so concurrent results do not all queue for one row lock; a
+    day's total is the sum."""
 
     day = models.DateField()
     shard = models.PositiveSmallIntegerField()
