@@ -359,10 +359,11 @@ def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:
     return [row[0] for row in rows]
 
 
-def record_rerun(*, job_id: str, rerun_id: str) -> bool:
+def record_rerun(*, job_id: str, rerun_id: str, now: dt.datetime) -> bool:
     """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
-    rerun matches no row, so of two operators rerunning it at once only one wins."""
+    rerun matches no row, so of two operators rerunning it at once only one wins.
+    The job changed, so ``updated_at`` moves too (a queryset update skips ``auto_now``)."""
     updated = AiRuntimeJob.objects.filter(id=job_id, status="failed", rerun_as__isnull=True).update(
-        rerun_as_id=rerun_id
+        rerun_as_id=rerun_id, updated_at=now
     )
     return updated == 1
