@@ -40,6 +40,9 @@ logger = logging.getLogger("runtime_worker")
 
 T = TypeVar("T")
 SNAPSHOT_VERSIONS = {"v1"}
+# The server ends an attempt the moment its timeoutSeconds pass: the runtime's own
+# deadline comes a margin earlier, so that its failure report reaches a live attempt.
+DEADLINE_MARGIN_SECONDS = 2.0
 
 
 class Executor(Protocol):
@@ -76,13 +79,16 @@ class _Abandon(Exception):
 class JobRun:
     """One attempt at one claimed job, run on a slot thread."""
 
-    def __init__(self, runtime: Host, job: Job) -> None:
+    def __init__(self, runtime: Host, job: Job, *, asked_at: float | None = None) -> None:
         self.runtime = runtime
         self.api = runtime.api
         self.job = job
         # Its lines name the job and the instance (JSON fields jobId, runtimeInstanceId).
         self.log = logging.LoggerAdapter(logger, {"jobId": job.job_id, "runtimeInstanceId": runtime.config.instance_id})
-        self.deadline = time.monotonic() + job.timeout_seconds
+        # Counted from when the claim was asked (``asked_at``, monotonic): the server
+        # starts a claimed attempt before its answer arrives.
+        margin = min(DEADLINE_MARGIN_SECONDS, job.timeout_seconds / 10)
+        self.deadline = (time.monotonic() if asked_at is None else asked_at) + job.timeout_seconds - margin
         self.cancel_requested = False
         self.lost = False
         self.shutdown = False
