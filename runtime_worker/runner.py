@@ -186,7 +186,7 @@ class Runtime:
             left = list(self._active.values())
         if left:
             logger.warning(
-                "runtime %s: grace period over, reporting %d unfinished job(s) as retryable",
+                "runtime %s: grace period over, reporting %d unfinished job(s) as RUNTIME_SHUTDOWN",
                 self.config.instance_id,
                 len(left),
             )
