@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from config.errors import RuntimeErrorCode
 from runtime_worker.api import ApiError, ApiUnavailable
+from runtime_worker.attempt import Abandon, Attempt
 from runtime_worker.backoff import Backoff
-from runtime_worker.outcome import Abandon
-
-if TYPE_CHECKING:
-    from runtime_worker.job import JobRun
 
 T = TypeVar("T")
 
 
 def deliver(
-    run: JobRun, what: str, send: Callable[[], T], *, on_refused: Callable[[ApiError], None] | None = None
+    run: Attempt, what: str, send: Callable[[], T], *, on_refused: Callable[[ApiError], None] | None = None
 ) -> T:
     """Send a result or a failure, retrying while the API is unreachable. A refusal
     goes to ``on_refused`` first (which may raise); then a refusal because the job is
@@ -61,7 +58,7 @@ def deliver(
         return answer
 
 
-def report_failure(run: JobRun, code: RuntimeErrorCode, message: str) -> str:
+def report_failure(run: Attempt, code: RuntimeErrorCode, message: str) -> str:
     """Send the attempt's failure; the outcome the runtime counts."""
     job = run.job
     try:

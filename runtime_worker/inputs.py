@@ -5,22 +5,19 @@ the fast path (``include``) arrives with both, and nothing is fetched."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from config.errors import RuntimeErrorCode
 from runtime_worker.api import ApiError, ApiUnavailable, Credential
+from runtime_worker.attempt import Abandon, Attempt, Stop
 from runtime_worker.backoff import Backoff
-from runtime_worker.outcome import Abandon, Stop
 from runtime_worker.redact import register_secret
-
-if TYPE_CHECKING:
-    from runtime_worker.job import JobRun
 
 T = TypeVar("T")
 SNAPSHOT_VERSIONS = {"v1"}
 
 
-def fetch(run: JobRun, what: str, fn: Callable[[], T], *, attempts: int | None) -> T:
+def fetch(run: Attempt, what: str, fn: Callable[[], T], *, attempts: int | None) -> T:
     """Call the API, retrying while it is unreachable (bounded by ``attempts`` and by
     the attempt's checkpoint); a lost lease abandons the job. A 503 does not use up
     ``attempts``: the server says its database is down for now, not that the call
@@ -45,7 +42,7 @@ def fetch(run: JobRun, what: str, fn: Callable[[], T], *, attempts: int | None) 
             raise
 
 
-def snapshot(run: JobRun) -> dict[str, Any]:
+def snapshot(run: Attempt) -> dict[str, Any]:
     job = run.job
     body = job.snapshot
     if body is None:
@@ -67,7 +64,7 @@ def snapshot(run: JobRun) -> dict[str, Any]:
     return body
 
 
-def credential(run: JobRun) -> Credential:
+def credential(run: Attempt) -> Credential:
     resolved = run.job.credential
     if resolved is None:
         try:

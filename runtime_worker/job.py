@@ -30,10 +30,10 @@ from ai_jobs import output_schemas
 from config.errors import RuntimeErrorCode
 from runtime_worker import inputs, invocation_logs, prompts
 from runtime_worker.api import ApiError, Credential, InternalApi, Job
+from runtime_worker.attempt import Abandon, Stop
 from runtime_worker.config import RuntimeConfig
 from runtime_worker.delivery import deliver, report_failure
 from runtime_worker.model import ModelCall, ModelClient, ModelError, parse_json_output
-from runtime_worker.outcome import Abandon, Stop
 from runtime_worker.pricing import Usage, cost_cents
 
 logger = logging.getLogger("runtime_worker")
