@@ -23,7 +23,12 @@ class Stop(Exception):
 
 
 class Abandon(Exception):
-    """The job is no longer ours (lost lease, cancelled elsewhere): drop it quietly."""
+    """The job is no longer ours (lost lease, cancelled elsewhere): drop it quietly.
+    ``code``: the server's answer that said so, when there was one."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Runtime(Protocol):

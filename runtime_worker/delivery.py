@@ -52,7 +52,7 @@ def deliver(
             if on_refused is not None:
                 on_refused(error)
             if error.job_gone:
-                raise Abandon(f"{what} refused: {error.code}") from None
+                raise Abandon(f"{what} refused: {error.code}", code=error.code) from None
             raise
         run.settled = True
         return answer

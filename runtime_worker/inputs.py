@@ -38,7 +38,7 @@ def fetch(run: Attempt, what: str, fn: Callable[[], T], *, attempts: int | None)
             run.checkpoint()
         except ApiError as error:
             if error.job_gone:
-                raise Abandon(f"{what}: {error.code}") from None
+                raise Abandon(f"{what}: {error.code}", code=error.code) from None
             raise
 
 

@@ -104,11 +104,14 @@ class JobRun:
 
     def run(self) -> None:
         outcome = "abandoned"
+        ended: str | None = None  # the code of what ended the attempt early
         try:
             outcome = self._execute()
         except Stop as stop:
+            ended = stop.code.code
             outcome = report_failure(self, stop.code, stop.message)
         except Abandon as why:
+            ended = why.code
             self.log.info("job %s: abandoned (%s)", self.job.job_id, why)
         except Exception:
             # A bug, not a job failure: let the lease lapse so the reaper retries it.
@@ -116,6 +119,10 @@ class JobRun:
         finally:
             self.settled = True
             if not self.logs_delivered:  # a failure, or a result refused: the logs on their own
+                # None of these calls ended in an accepted result, so each carries a code and
+                # counts: one that answered before the attempt ended carries what ended it.
+                for call in self.calls:
+                    call.error_code = call.error_code or ended
                 invocation_logs.send(
                     self.api,
                     self.job,
@@ -130,7 +137,7 @@ class JobRun:
         """Raise if the attempt must end here. With the model's answer in hand, only
         a lost lease or a cancellation stop it: the rest is worth submitting."""
         if self.lost:
-            raise Abandon("lease lost")
+            raise Abandon("lease lost", code="JOB_NOT_ACTIVE")  # what the heartbeat answered
         if self.cancel_requested:
             raise Stop(RuntimeErrorCode.JOB_CANCELLED, "Cancellation requested; stopped at the next checkpoint")
         if holding_answer:

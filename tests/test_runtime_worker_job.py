@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 
 from ai_jobs import output_schemas
 from runtime_worker.api import ApiError, ApiUnavailable
 from runtime_worker.job import JobRun
+from runtime_worker.model import ModelCall, ModelClient
 from tests import runtime_fixtures
 from tests.runtime_fixtures import wait_for
 from tests.support.runtime_worker import ScriptedApi, active_jobs, credential, make_job, run_one, scripted_runtime
@@ -150,6 +152,28 @@ def test_the_deadline_margin_is_the_setting_for_long_jobs_and_a_quarter_of_short
     now = time.monotonic()
     assert 114 < long_job.deadline - now <= 115
     assert 5.9 < short_job.deadline - now <= 6
+
+
+@pytest.mark.parametrize(("seen", "outcome"), [("cancel", "failed:JOB_CANCELLED"), ("lease lost", "abandoned")])
+def test_a_call_answered_as_the_attempt_ended_is_logged_with_what_ended_it(standin, seen, outcome):
+    class AnsweringAsTheAttemptEnds(ModelClient):
+        """The real call, and a heartbeat's news arriving the moment its answer does."""
+
+        def complete_json(self, *args: Any, **kwargs: Any) -> ModelCall:
+            call = super().complete_json(*args, **kwargs)
+            run.cancel_requested = seen == "cancel"
+            run.lost = seen == "lease lost"
+            return call
+
+    api = ScriptedApi(standin.base_url)
+    runtime = scripted_runtime(api)
+    runtime.model = AnsweringAsTheAttemptEnds()
+    run = JobRun(runtime, make_job())
+    run.run()
+    assert list(runtime.stats) == [outcome] and not api.sent["result"]
+    [[log]] = api.sent["invocation_logs"]
+    assert log["errorCode"] == {"cancel": "JOB_CANCELLED", "lease lost": "JOB_NOT_ACTIVE"}[seen]
+    assert log["totalTokens"] > 0  # the call was made and paid for: it counts
 
 
 @pytest.mark.parametrize(
