@@ -40,6 +40,7 @@ _JOB_COLUMNS = (
     "model_name",
     "credential_id",
     "attempt_no",
+    "status",
 )
 _SNAPSHOT_COLUMNS = ("id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
 _DATETIME = DateTimeField()  # the wire's datetimes, exactly as the serializers render them
@@ -60,6 +61,7 @@ class HeldJob:
     model_name: str
     credential_id: str | None
     attempt_no: int
+    status: str  # ``locked``: the attempt starts with this call
     user_public_id: str | None
     consents: bool
     timezone_name: str | None  # the user's (their settings'), read with the snapshot, for one built on the way
@@ -135,10 +137,14 @@ def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
 
 
 def held_job(*, job_id: str, instance_id: str, now: dt.datetime, snapshot: bool, credential: bool) -> HeldJob | None:
-    """The job, if ``instance_id`` holds its live lease, with what was asked for."""
+    """The job, if ``instance_id`` holds its live attempt (the lease not lapsed, the
+    deadline not passed), with what was asked for."""
     sql = _sql(connection.vendor, consent_sql(), snapshot=snapshot, credential=credential, many=0)
-    sql += f" AND {TABLE}.{ACTIVE_SQL} AND {TABLE}.locked_by = %s AND {TABLE}.lock_until >= %s"
-    rows = fetch(sql, [job_id, instance_id, now])
+    sql += (
+        f" AND {TABLE}.{ACTIVE_SQL} AND {TABLE}.locked_by = %s AND {TABLE}.lock_until >= %s "
+        f"AND ({TABLE}.deadline_ms IS NULL OR {TABLE}.deadline_ms >= %s)"
+    )
+    rows = fetch(sql, [job_id, instance_id, now, int(now.timestamp() * 1000)])
     return _held(rows[0], snapshot=snapshot, credential=credential) if rows else None
 
 

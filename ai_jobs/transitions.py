@@ -5,7 +5,7 @@ whose row count decides: a runtime that lost its lease, a second runtime racing
 for the same job, or a stale retry all match zero rows and change nothing. No
 status is ever read, changed in Python and saved.
 
-    pending ──lock/claim──▶ locked ──heartbeat──▶ running
+    pending ──lock/claim──▶ locked ──heartbeat──▶ running   (or the first snapshot/credential)
        ▲                      │                      │
        │                      ├──── result ─────────▶ succeeded
        │                      ├──── fail ───────────▶ failed | cancelled
@@ -30,15 +30,18 @@ from django.db import connection
 
 from accounts.models import Account
 from ai_jobs.models.jobs import AiRuntimeJob
-from config.sql import fetch, from_row, id_among, placeholders
+from config.sql import execute, fetch, from_row, id_among, placeholders
 from quotas.models import PlatformCircuitBreaker, UserAiSettings
 
 TABLE = AiRuntimeJob._meta.db_table
 # Each job's user by the public id its body carries, read in the transition's own statement.
 PUBLIC_ID_SQL = f"(SELECT a.public_id FROM {Account._meta.db_table} a WHERE a.user_id = {TABLE}.user_id)"
 ACTIVE_SQL = "status IN ('locked', 'running')"
-# Only the lock holder, on a lease that has not lapsed, for the attempt it holds.
-HOLDER_SQL = f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s"
+# Only the lock holder, for the attempt it holds, while it is live: an attempt is over the
+# moment its lease lapses or its deadline passes, not when the reaper next runs.
+HOLDER_SQL = (
+    f"id = %s AND {ACTIVE_SQL} AND locked_by = %s AND lock_until >= %s AND (deadline_ms IS NULL OR deadline_ms >= %s)"
+)
 
 
 # The breaker protects the provider (contract §3): platform-key jobs are handed out
@@ -108,12 +111,16 @@ def _ms(moment: dt.datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+# A locked attempt has no deadline yet: ``timeout_seconds`` counts from its start.
 _LOCK_SET = (
-    "status = 'locked', locked_by = %s, locked_at = %s, lock_until = %s, "
-    "deadline_ms = %s + timeout_seconds * 1000, attempt_no = attempt_no + 1, updated_at = %s"
+    "status = 'locked', locked_by = %s, locked_at = %s, lock_until = %s, deadline_ms = NULL, "
+    "attempt_no = attempt_no + 1, updated_at = %s"
 )
-# A lock that is at once the first heartbeat's move to running (seed 000 §5.3).
-_START_SET = _LOCK_SET.replace("status = 'locked'", "status = 'running'") + ", started_at = %s"
+# A lock that is at once the attempt's start (the claim fast path): running, its deadline set.
+_START_SET = (
+    _LOCK_SET.replace("status = 'locked'", "status = 'running'").replace(" deadline_ms = NULL,", "")
+    + ", started_at = %s, deadline_ms = %s + timeout_seconds * 1000"
+)
 
 
 def lock(
@@ -127,7 +134,7 @@ def lock(
         f"UPDATE {TABLE} SET {_LOCK_SET} WHERE id = %s AND status = 'pending' AND available_at <= %s "
         f"AND (lock_until IS NULL OR lock_until < %s){breaker} RETURNING *"
     )
-    rows = _jobs(sql, [instance_id, now, now + lease, _ms(now), now, job_id, now, now])
+    rows = _jobs(sql, [instance_id, now, now + lease, now, job_id, now, now])
     return rows[0] if rows else None
 
 
@@ -162,11 +169,25 @@ def claim(
     )
     jobs = _jobs(
         sql,
-        [now, *job_types, limit, instance_id, now, now + lease, _ms(now), now, *([now] if start else [])],
+        [now, *job_types, limit, instance_id, now, now + lease, now, *([now, _ms(now)] if start else [])],
         fields=CLAIMED,
     )
     jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
     return jobs
+
+
+# The attempt's deadline, set where it starts (locked → running).
+_DEADLINE_SET = "deadline_ms = CASE WHEN status = 'locked' THEN %s + timeout_seconds * 1000 ELSE deadline_ms END"
+
+
+def start(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> None:
+    """locked → running at the attempt's first snapshot or credential call, which show
+    its runtime at work as a heartbeat would; no change when it is not (or no longer) so."""
+    execute(
+        f"UPDATE {TABLE} SET status = 'running', started_at = %s, {_DEADLINE_SET}, updated_at = %s "
+        f"WHERE {HOLDER_SQL} AND status = 'locked' AND attempt_no = %s",
+        [now, _ms(now), now, job_id, instance_id, now, _ms(now), attempt_no],
+    )
 
 
 @dataclass(frozen=True)
@@ -180,21 +201,23 @@ def heartbeat(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.time
     lock_until = now + lease
     rows = fetch(
         f"UPDATE {TABLE} SET lock_until = %s, status = 'running', "
-        "started_at = CASE WHEN status = 'locked' THEN %s ELSE started_at END, updated_at = %s "
+        f"started_at = CASE WHEN status = 'locked' THEN %s ELSE started_at END, {_DEADLINE_SET}, updated_at = %s "
         f"WHERE {HOLDER_SQL} RETURNING cancel_requested",
-        [lock_until, now, now, job_id, instance_id, now],
+        [lock_until, now, _ms(now), now, job_id, instance_id, now, _ms(now)],
     )
     return Heartbeat(lock_until=lock_until, cancel_requested=bool(rows[0][0])) if rows else None
 
 
 def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> AiRuntimeJob | None:
     """locked/running → succeeded, by the holder of this very attempt, while the
-    user's consent holds (else ``cancel_withdrawn`` ends it)."""
+    user's consent holds (else ``cancel_withdrawn`` ends it). A result straight from
+    locked is the first call showing the runtime at work: the attempt starts there."""
     rows = _jobs(
         f"UPDATE {TABLE} SET status = 'succeeded', finished_at = %s, lock_until = NULL, "
+        "started_at = CASE WHEN status = 'locked' THEN %s ELSE started_at END, "
         "error_code = NULL, error_message = NULL, updated_at = %s "
         f"WHERE {HOLDER_SQL} AND attempt_no = %s AND {consent_sql()} RETURNING *",
-        [now, now, job_id, instance_id, now, attempt_no],
+        [now, now, now, job_id, instance_id, now, _ms(now), attempt_no],
         fields=SUCCEEDED,  # and the public id: a recommendation naming the user carries it
     )
     return rows[0] if rows else None
@@ -216,6 +239,7 @@ def cancel_withdrawn(*, job_id: str, instance_id: str, now: dt.datetime, attempt
             job_id,
             instance_id,
             now,
+            _ms(now),
             *([attempt_no] if attempt_no is not None else []),
         ],
     )
@@ -265,7 +289,7 @@ def fail(
         "lock_until = NULL, deadline_ms = NULL, error_code = %s, error_message = %s, updated_at = %s "
         f"WHERE {HOLDER_SQL} AND attempt_no = %s "
         "RETURNING status, retry_count, api_key_mode, job_type, user_id, target_type, target_id",
-        [retry_at, now, error_code, error_message, now, job_id, instance_id, now, attempt_no],
+        [retry_at, now, error_code, error_message, now, job_id, instance_id, now, _ms(now), attempt_no],
     )
     return Failed(*rows[0]) if rows else None
 
@@ -359,10 +383,11 @@ def lapsed_ids(*, after_id: str, now: dt.datetime, limit: int) -> list[str]:
     return [row[0] for row in rows]
 
 
-def record_rerun(*, job_id: str, rerun_id: str) -> bool:
+def record_rerun(*, job_id: str, rerun_id: str, now: dt.datetime) -> bool:
     """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
-    rerun matches no row, so of two operators rerunning it at once only one wins."""
+    rerun matches no row, so of two operators rerunning it at once only one wins.
+    The job changed, so ``updated_at`` moves too (a queryset update skips ``auto_now``)."""
     updated = AiRuntimeJob.objects.filter(id=job_id, status="failed", rerun_as__isnull=True).update(
-        rerun_as_id=rerun_id
+        rerun_as_id=rerun_id, updated_at=now
     )
     return updated == 1

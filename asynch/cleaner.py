@@ -1,4 +1,6 @@
-"""The cleaner (seed 003 §1.2), ``asynch.tasks.clean`` every ``ASYNCH_CLEANER_INTERVAL``.
+"""The cleaner: ``asynch.tasks.clean`` every ``ASYNCH_CLEANER_INTERVAL`` (while
+``ASYNCH_CLEANER_ENABLED``), and one run on demand with ``python manage.py
+clean_asynch_tasks``.
 
 One run takes five steps, each in short transactions of at most
 ``ASYNCH_CLEANER_BATCH_SIZE`` rows and at most ``ASYNCH_CLEANER_MAX_BATCHES`` of them,
@@ -72,9 +74,10 @@ class CleanerRun:
         return len(rows)
 
 
-def tasks_clean(*, now: dt.datetime | None = None) -> Counter[str]:
-    """One run of the cleaner: the five steps, in order."""
-    if not settings.ASYNCH_CLEANER_ENABLED:
+def tasks_clean(*, now: dt.datetime | None = None, by_hand: bool = False) -> Counter[str]:
+    """One run of the cleaner: the five steps, in order. ``ASYNCH_CLEANER_ENABLED``
+    false stops the periodic runs; an operator's run ``by_hand`` goes ahead."""
+    if not settings.ASYNCH_CLEANER_ENABLED and not by_hand:
         return Counter()
     run = CleanerRun(now=now or timezone.now(), batch=settings.ASYNCH_CLEANER_BATCH_SIZE)
     policies = [ModelPolicy(**values) for values in AsynchModel.objects.values(*ModelPolicy.__dataclass_fields__)]

@@ -28,6 +28,7 @@ from asynch.headers import parse_api_key
 from asynch.kick import worker_kick
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
 from asynch.storage import get_storage
+from config.days import platform_day
 from config.errors import DomainError, ErrorCode
 from config.ids import new_id
 
@@ -243,7 +244,7 @@ def task_create(
     creator: str = "",
     forward_headers: dict[str, str] | None = None,
 ) -> AsynchTask:
-    """Queue a task (seed 003 §2, step 2): one statement checks the model and its
+    """Queue a task: one statement checks the model and its
     queue limit and inserts; only when it inserts nothing is the reason looked up."""
     headers = {k: v for k, v in (forward_headers or {}).items() if v}
     encrypted = crypto.encrypt(json.dumps(headers)) if headers and get_storage().captures_headers else None
@@ -335,8 +336,8 @@ def tasks_pickup(*, tenant: Tenant, task_ids: Sequence[str]) -> list[BatchItem]:
 def stat_count_call(
     *, tenant_id: str, creator: str, model_name: str, now: dt.datetime | None = None, calls: int = 1
 ) -> None:
-    """Real model calls, counted in one atomic upsert (``calls`` < 0 takes back calls
-    counted for tasks that were then not called)."""
+    """Real model calls, counted on the platform's day in one atomic upsert (``calls``
+    < 0 takes back calls counted for tasks that were then not called)."""
     now = now or timezone.now()
     table = AsynchModelStat._meta.db_table
     with connection.cursor() as cursor:
@@ -345,5 +346,5 @@ def stat_count_call(
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (day, tenant_id, creator, model_name) "
             f"DO UPDATE SET request_count = {table}.request_count + excluded.request_count, "
             "updated_at = excluded.updated_at",
-            [now.date(), tenant_id, creator, model_name, calls, connection.ops.adapt_datetimefield_value(now)],
+            [platform_day(now), tenant_id, creator, model_name, calls, connection.ops.adapt_datetimefield_value(now)],
         )

@@ -1,4 +1,4 @@
-"""The task state machine of seed 003 §3, in one place.
+"""The task state machine of model-asynch, in one place.
 
     0 queued ──claim──▶ 1 running ──succeed──▶ 2 succeeded ──getTaskBatch──▶ 4 downloaded ──expireAt──▶ deleted
         ▲                   │
@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, AsynchTaskAnswer
+from config.days import platform_day
 from config.sql import adapt, execute, fetch, id_among, placeholders
 
 TABLE = AsynchTask._meta.db_table
@@ -106,8 +107,9 @@ def claim_next(
     may be planned as a join that takes more rows).
 
     ``count_calls`` (PostgreSQL): the same statement counts the calls about to be
-    made in ``asynch_model_stat``, one upsert per (tenant, creator, model). A task
-    that already has its model's answer (``has_answer``) makes no call: not counted."""
+    made in ``asynch_model_stat`` on the platform's day, one upsert per (tenant,
+    creator, model). A task that already has its model's answer (``has_answer``)
+    makes no call: not counted."""
     if not model_names or limit <= 0:
         return []
     params: list[Any] = list(model_names)
@@ -132,7 +134,7 @@ def claim_next(
             f"DO UPDATE SET request_count = {stat}.request_count + excluded.request_count, "
             "updated_at = excluded.updated_at) SELECT * FROM claimed"
         )
-        params += [now.date(), now]
+        params += [platform_day(now), now]
     else:
         sql = pick + update
     tasks = list(AsynchTask.objects.raw(sql, tuple(adapt(p) for p in params)))

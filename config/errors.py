@@ -1,11 +1,11 @@
-"""Every error code of the seeds, mapped to its HTTP status and retryable flag,
+"""Every error code of the platform, mapped to its HTTP status and retryable flag,
 and the one DRF exception handler that renders the contract's error body:
 
     {"error": {"code": "JOB_NOT_FOUND", "message": "...", "retryable": false}}
 
 Services raise ``DomainError(ErrorCode.X, "message")``; no view builds an error body.
 A backing service that cannot be reached (the database, Redis) is ``503
-SERVICE_UNAVAILABLE`` with ``Retry-After`` on every endpoint (contract §1): DRF views
+SERVICE_UNAVAILABLE`` with ``Retry-After`` on every endpoint, never a 500: DRF views
 through ``exception_handler``, everything else (admin, middleware) through ``handler500``.
 """
 
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 class ErrorCode(Enum):
     """(HTTP status, retryable). The value is the code itself."""
 
-    # Conventions (contract §1)
+    # Conventions of every API
     VALIDATION_ERROR = ("VALIDATION_ERROR", 400, False)
     UNAUTHORIZED = ("UNAUTHORIZED", 401, False)
     FORBIDDEN = ("FORBIDDEN", 403, False)
@@ -45,7 +45,7 @@ class ErrorCode(Enum):
     # The database or Redis cannot be reached: retry after Retry-After seconds.
     SERVICE_UNAVAILABLE = ("SERVICE_UNAVAILABLE", 503, True)
 
-    # Seed 002 §1.1: internal API (runtime <-> API)
+    # The internal API (runtime <-> API)
     JOB_NOT_FOUND = ("JOB_NOT_FOUND", 404, False)
     JOB_NOT_ACTIVE = ("JOB_NOT_ACTIVE", 409, False)
     JOB_ALREADY_LOCKED = ("JOB_ALREADY_LOCKED", 409, True)
@@ -59,7 +59,7 @@ class ErrorCode(Enum):
     # opens. Retrying cannot help; the runtime reports CREDENTIAL_RESOLVE_FAILED.
     CREDENTIAL_RESOLVE_FAILED = ("CREDENTIAL_RESOLVE_FAILED", 500, False)
 
-    # Seed 002 §1.2: user API
+    # The user API
     AI_ANALYSIS_DISABLED = ("AI_ANALYSIS_DISABLED", 400, False)
     INVALID_JOB_TYPE = ("INVALID_JOB_TYPE", 400, False)
     INVALID_TARGET_TYPE = ("INVALID_TARGET_TYPE", 400, False)
@@ -74,7 +74,7 @@ class ErrorCode(Enum):
     # (LEARNING_MAX_OBJECTS_PER_USER); retrying cannot help until some are deleted.
     LEARNING_LIMIT_EXCEEDED = ("LEARNING_LIMIT_EXCEEDED", 409, False)
 
-    # Model-asynch (contract §6)
+    # The model-asynch API
     MODEL_NOT_FOUND = ("MODEL_NOT_FOUND", 404, False)
     MODEL_DISABLED = ("MODEL_DISABLED", 409, False)
     QUEUE_LIMIT_EXCEEDED = ("QUEUE_LIMIT_EXCEEDED", 429, True)
@@ -86,10 +86,11 @@ class ErrorCode(Enum):
 
 
 class RuntimeErrorCode(Enum):
-    """Seed 002 §1.3: what a runtime reports through ``/fail``, with the retryable
-    column that decides between another attempt and a final failure. Seed 002 (the
-    later document) wins over seed 000 for ``JOB_TIMEOUT``: not retryable. Seed 000's
-    own names are taken too, so a runtime written against either seed is understood."""
+    """What a runtime reports through ``/fail``, with the retryable flag that decides
+    between another attempt and a final failure. A runtime-reported ``JOB_TIMEOUT`` is
+    final (the server's own expiry of a lapsed job retries instead). The older, more
+    general names are taken too, so a runtime written against the first protocol is
+    understood."""
 
     JOB_CANCELLED = ("JOB_CANCELLED", False)
     JOB_TIMEOUT = ("JOB_TIMEOUT", False)
@@ -102,7 +103,10 @@ class RuntimeErrorCode(Enum):
     UNSUPPORTED_JOB_TYPE = ("UNSUPPORTED_JOB_TYPE", False)
     MODEL_RESPONSE_INVALID = ("MODEL_RESPONSE_INVALID", False)
     MODEL_JSON_PARSE_FAILED = ("MODEL_JSON_PARSE_FAILED", False)
-    # Seed 000 §6.3's names, with seed 000's retryable column (contract §3).
+    # The runtime stopped (shutdown, deploy) before the job finished: retryable, and
+    # never the provider's fault, so it never counts towards the circuit breaker.
+    RUNTIME_SHUTDOWN = ("RUNTIME_SHUTDOWN", True)
+    # The first runtime protocol's names, with that protocol's retryable flags.
     NETWORK_ERROR = ("NETWORK_ERROR", True)
     TEMPORARY_PROVIDER_ERROR = ("TEMPORARY_PROVIDER_ERROR", True)
     INVALID_SCHEMA = ("INVALID_SCHEMA", False)

@@ -8,6 +8,7 @@ filesystem Celery broker, so ``make run`` needs no server. ``DATABASE_URL``,
 import os
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import environ
 from csp.constants import NONE, SELF
@@ -213,11 +214,11 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# Contract §1: a backing service that is down answers 503 SERVICE_UNAVAILABLE with this
+# A backing service that is down answers 503 SERVICE_UNAVAILABLE with this
 # Retry-After (seconds).
 SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=1)
 
-# --- Celery -------------------------------------------------------------------
+# --- Celery -----------------------------------------------------------------------------------
 # Without a broker server the embedded default passes messages through files,
 # which every local process (web, worker, beat) can share.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
@@ -267,7 +268,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # treats a request's (CONN_MAX_AGE, the health check).
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 
-# --- AI runtime jobs (contract §3, §7) -------------------------------------------
+# --- AI runtime jobs --------------------------------------------------------------------------
 # No default token: with none set the internal API admits no runtime (make run sets one).
 RUNTIME_SERVICE_TOKENS = [t for t in env.list("RUNTIME_SERVICE_TOKENS", default=[]) if t]
 AI_JOB_LOCK_SECONDS = env.int("AI_JOB_LOCK_SECONDS", default=60)
@@ -285,7 +286,7 @@ PLATFORM_DEEPSEEK_API_KEY = env.str("PLATFORM_DEEPSEEK_API_KEY", default="")
 DEEPSEEK_BASE_URL = env.str("DEEPSEEK_BASE_URL", default="https://api.deepseek.com")
 DEEPSEEK_MODEL = env.str("DEEPSEEK_MODEL", default="deepseek-chat")
 
-# --- users, quotas, platform budget (contract §4, seed 002 §2) ------------------------------
+# --- users, quotas, platform budget -----------------------------------------------------------
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("JWT_ACCESS_MINUTES", default=30)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env.int("JWT_REFRESH_DAYS", default=7)),
@@ -298,7 +299,7 @@ SIMPLE_JWT = {
     "ROTATE_REFRESH_TOKENS": True,
     "BLACKLIST_AFTER_ROTATION": True,
 }
-# Accounts (contract §2): learners register themselves only where this is on (make run
+# Accounts: learners register themselves only where this is on (make run
 # turns it on); /auth/* is throttled per client IP and per username, registration also
 # per client IP on its own.
 ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=False)
@@ -333,7 +334,7 @@ AXES_CLIENT_IP_CALLABLE = "ops.admin_login.client_address"
 AXES_USERNAME_CALLABLE = "ops.admin_login.login_username"
 AXES_LOCKOUT_CALLABLE = "ops.admin_login.lockout_response"
 AXES_VERBOSE = False  # no banner from every process at start
-# AI analysis is the learner's consent (seed 002 §1.2): off for a new user unless this says otherwise.
+# AI analysis is the learner's consent: off for a new user unless this says otherwise.
 AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=False)
 AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)
 AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET = env.int("AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET", default=100_000)
@@ -341,11 +342,20 @@ PLATFORM_DAILY_TOKEN_BUDGET = env.int("PLATFORM_DAILY_TOKEN_BUDGET", default=10_
 PLATFORM_DAILY_COST_BUDGET_CENTS = env.int("PLATFORM_DAILY_COST_BUDGET_CENTS", default=50_000)
 PLATFORM_CIRCUIT_FAILURE_THRESHOLD = env.int("PLATFORM_CIRCUIT_FAILURE_THRESHOLD", default=10)
 PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS = env.int("PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS", default=2)
+# The operator's day: the platform budget's day and model-asynch's daily statistics
+# turn at midnight here (users' quotas turn at their own midnight). An IANA name.
+PLATFORM_TIMEZONE = env.str("PLATFORM_TIMEZONE", default="UTC").strip()
+try:
+    ZoneInfo(PLATFORM_TIMEZONE)
+except (ZoneInfoNotFoundError, ValueError):
+    raise ImproperlyConfigured(
+        f"PLATFORM_TIMEZONE={PLATFORM_TIMEZONE!r} is not an IANA time zone name, such as UTC or Asia/Shanghai."
+    ) from None
 # A user holds at most this many learning objects of each kind (knowledge bases,
 # materials, knowledge points, study records): what a snapshot is built from stays bounded.
 LEARNING_MAX_OBJECTS_PER_USER = env.int("LEARNING_MAX_OBJECTS_PER_USER", default=10_000)
 
-# --- users' own model keys (contract §7) ---------------------------------------------------
+# --- users' own model keys --------------------------------------------------------------------
 # base64 32-byte AES-256-GCM keys, newest first; an optional "id:" prefix names a key.
 # Unset, with DEBUG on (``make run``), a development key is derived from SECRET_KEY.
 CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
@@ -353,7 +363,7 @@ CREDENTIAL_ENCRYPTION_KEYS = env.list("CREDENTIAL_ENCRYPTION_KEYS", default=[])
 # in its summary and turns the per-process warning off (``check --deploy`` still flags it).
 CREDENTIAL_DEV_KEY_WARNING = env.bool("CREDENTIAL_DEV_KEY_WARNING", default=True)
 
-# --- refusing to start (contract §7) ---------------------------------------------------------
+# --- refusing to start ------------------------------------------------------------------------
 # Every process loads these settings (web, worker, beat, the runtime, manage.py), so with
 # DEBUG false none of them starts on the public development SECRET_KEY or with the
 # credential key derived from it; ``make run`` turns DEBUG on for its own processes.
@@ -372,7 +382,7 @@ if not DEBUG:
             "or DEBUG=true on a development machine (make run does)."
         )
 
-# --- model-asynch (seed 003, contract §6) -----------------------------------------------------
+# --- model-asynch -----------------------------------------------------------------------------
 ASYNCH_WORKER_ENABLED = env.bool("ASYNCH_WORKER_ENABLED", default=True)
 ASYNCH_WORKER_POLL_INTERVAL = env.float("ASYNCH_WORKER_POLL_INTERVAL", default=1.0)
 ASYNCH_WORKER_BATCH_SIZE = env.int("ASYNCH_WORKER_BATCH_SIZE", default=10)
@@ -409,7 +419,7 @@ ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default
 # the platform's own network. Empty: only public https:// hosts.
 ASYNCH_ALLOWED_MODEL_HOSTS = env.list("ASYNCH_ALLOWED_MODEL_HOSTS", default=[])
 
-# --- the reference runtime (contract §7) --------------------------------------------------------
+# --- the reference runtime --------------------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
 RUNTIME_SERVICE_TOKEN = env.str("RUNTIME_SERVICE_TOKEN", default="")
 RUNTIME_INSTANCE_ID = env.str("RUNTIME_INSTANCE_ID", default="")
@@ -422,13 +432,18 @@ RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 # machines). Above 1, check --deploy warns about what is kept on one machine's disk.
 DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
 
-# --- retention (contract §9; README: Production, Retention) ----------------------------------
+# --- retention (docs: Operations, Retention) --------------------------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
 RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction
 AI_SNAPSHOT_RETENTION_DAYS = env.int("AI_SNAPSHOT_RETENTION_DAYS", default=7)
 AI_JOB_RETENTION_DAYS = env.int("AI_JOB_RETENTION_DAYS", default=90)
 AI_NOTIFICATION_RETENTION_DAYS = env.int("AI_NOTIFICATION_RETENTION_DAYS", default=30)
 ASYNCH_UNCLAIMED_RETENTION_SECONDS = env.int("ASYNCH_UNCLAIMED_RETENTION_SECONDS", default=604800)
+# Daily counters (users' and the platform's usage, model-asynch statistics, breaker events):
+# a year of figures, and never the day a quota reads.
+AI_COUNTER_RETENTION_DAYS = env.int("AI_COUNTER_RETENTION_DAYS", default=400)
+if AI_COUNTER_RETENTION_DAYS < 1:  # a job reserved yesterday still counts its tokens on yesterday
+    raise ImproperlyConfigured(f"AI_COUNTER_RETENTION_DAYS={AI_COUNTER_RETENTION_DAYS} must be at least 1 (days).")
 
 CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {
@@ -457,7 +472,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- observability (contract §8; README: Operations) ------------------------------------------
+# --- observability (docs: Operations, Metrics) ------------------------------------------------
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")  # or "json": one object per line
 LOGGING = logging_config(
     log_format=LOG_FORMAT,

@@ -158,6 +158,7 @@ def dashboard_context(now: dt.datetime) -> dict[str, Any]:
         },
         "usage": {
             "day": usage.day,
+            "zone": settings.PLATFORM_TIMEZONE,
             "tokens": f"{usage.tokens_used:,}",
             "token_budget": f"{usage.token_budget:,}",
             "token_share": share(usage.tokens_used, usage.token_budget),

@@ -69,7 +69,11 @@ def _breaker_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     yield breaker
     usage = selectors.platform_today()
     for name, help_text, value in (
-        ("aijobs_platform_tokens_today", "Platform-key tokens on today's platform day (UTC)", usage.tokens_used),
+        (
+            "aijobs_platform_tokens_today",
+            "Platform-key tokens on today's platform day (PLATFORM_TIMEZONE)",
+            usage.tokens_used,
+        ),
         ("aijobs_platform_cost_cents_today", "Platform-key cost in cents on today's platform day", usage.cost_cents),
         ("aijobs_platform_token_budget", "PLATFORM_DAILY_TOKEN_BUDGET", usage.token_budget),
         ("aijobs_platform_cost_budget_cents", "PLATFORM_DAILY_COST_BUDGET_CENTS", usage.cost_budget_cents),

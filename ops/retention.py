@@ -1,6 +1,6 @@
-"""Retention: every kind of data that is deleted once past its time,
-in the order a run deletes them. Each app declares its own kinds
-(``ai_jobs.services.retention``, ``asynch.retention``, ``accounts.retention``);
+"""Retention: every kind of data that is deleted once past its time, in the order a
+run deletes them. Each app declares its own kinds (``ai_jobs.services.retention``,
+``asynch.retention``, ``quotas.retention``, ``accounts.retention``);
 ``config.retention`` runs them in bounded batches. Celery beat runs ``data_prune`` every
 ``RETENTION_INTERVAL_SECONDS`` (``ops.tasks.prune_data``); ``python manage.py
 prune_data [--dry-run]`` runs it on demand."""
@@ -18,6 +18,7 @@ from ai_jobs.services import retention as jobs
 from asynch import retention as asynch
 from config.retention import Progress, Report, Sweep, prune
 from ops import admin_login
+from quotas import retention as quotas
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ SWEEPS: list[Sweep] = [
     jobs.JOBS,
     jobs.NOTIFICATIONS,
     asynch.UNCLAIMED,
+    asynch.STATS,
+    *quotas.SWEEPS,
     jobs.QUEUE_SAMPLES,
     jobs.RUNTIME_INSTANCES,
     *admin_login.SWEEPS,

@@ -94,6 +94,7 @@ class UserAiUsage(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "local_date", "api_key_mode"], name="quota_usage_per_user_day_mode")
         ]
+        indexes = [models.Index(fields=["local_date"], name="quota_usage_local_date")]  # retention's
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.local_date} {self.api_key_mode}: {self.job_count} jobs, {self.tokens_used} tokens"
@@ -103,8 +104,9 @@ PLATFORM_USAGE_SHARDS = 16
 
 
 class PlatformDailyUsage(models.Model):
-    """Platform-key tokens and cost of one UTC day, spread over a few shard rows so
-    concurrent results do not all queue for one row lock; a day's total is the sum."""
+    """Platform-key tokens and cost of one platform day (``PLATFORM_TIMEZONE``), spread
+    over a few shard rows so concurrent results do not all queue for one row lock; a
+    day's total is the sum."""
 
     day = models.DateField()
     shard = models.PositiveSmallIntegerField()
@@ -157,6 +159,7 @@ class CircuitBreakerEvent(models.Model):
     class Meta:
         db_table = "quota_circuit_breaker_event"
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["created_at"], name="quota_breaker_event_created")]  # retention's
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.from_state} → {self.to_state} by {self.actor}"

@@ -14,6 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from config import formatting
+from config.days import platform_day
 from config.sql import fetch, from_row
 from quotas import queries
 from quotas.models import ApiKeyMode, CircuitState, PlatformCircuitBreaker, UserAiSettings, UserAiUsage
@@ -108,12 +109,7 @@ def quota_state_get(*, user_id: int, now: dt.datetime | None = None) -> QuotaSta
     return QuotaState(ai_settings=ai_settings, day=day, usage=usage)
 
 
-# --- the platform's day -----------------------------------------------------------------------------
-
-
-def platform_day(now: dt.datetime | None = None) -> dt.date:
-    """The platform's budget day: the UTC date."""
-    return (now or timezone.now()).astimezone(dt.UTC).date()
+# --- the platform's day (``config.days.platform_day``: the date in PLATFORM_TIMEZONE) ---------------
 
 
 @dataclass(frozen=True)

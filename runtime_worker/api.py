@@ -1,5 +1,6 @@
-"""The runtime's client of the internal HTTP API (contract §3), and nothing more:
-no model, no service of the server is imported here (DESIGN rule 6)."""
+"""The runtime's client of the internal HTTP API (``/internal/runtime``), and nothing
+more: the runtime is a client of the server, so no model and no service of the
+server is imported here."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class ApiUnavailable(Exception):
     """The API could not answer: connection refused or reset, a timeout, a 5xx, or
     a 429 throttle. Worth retrying; says nothing about the job. ``status`` is the
     HTTP status when there was one: 503 is the server saying its database or Redis
-    is down for now (contract §1), so the call is worth retrying until it is back."""
+    is down for now, so the call is worth retrying until it is back."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(message)
@@ -38,7 +39,7 @@ class ApiUnavailable(Exception):
 
 
 class ApiError(Exception):
-    """The API answered with one of the contract's errors: a definite answer."""
+    """The API answered with one of its error codes: a definite answer."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}")
@@ -130,7 +131,7 @@ class InternalApi:
         self, base_url: str, token: str, instance_id: str, *, timeout: float = 15.0, include: Sequence[str] = ()
     ) -> None:
         self.base_url = base_url.rstrip("/") + "/internal/runtime"
-        # Claim's fast path (contract §3): each job comes running, with these already in hand.
+        # Claim's fast path (``include``): each job comes running, with these already in hand.
         self.include = tuple(include)
         self.instance_id = instance_id
         self.timeout = timeout
@@ -185,7 +186,7 @@ class InternalApi:
             )
         return payload if isinstance(payload, dict) else {}
 
-    # --- the calls of contract §3 ----------------------------------------------------
+    # --- the calls of the internal API ------------------------------------------------
 
     def claim(self, capabilities: list[str], limit: int) -> list[Job]:
         request: dict[str, Any] = {"capabilities": capabilities, "limit": limit}

@@ -1,4 +1,4 @@
-"""The runtime's settings (contract §7), read from Django settings, which read
+"""The runtime's settings (``RUNTIME_*``), read from Django settings, which read
 them from the environment."""
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ class RuntimeConfig:
     final_report_seconds: float = 10.0
     # One model call never waits longer than this (nor past the job's timeoutSeconds).
     model_timeout_seconds: float = 180.0
+    # A job's work (its model call included) ends this long before its timeoutSeconds
+    # (a quarter of a short timeout at most), so that the failure it reports reaches
+    # the server while the attempt is live: the server refuses one that comes later.
+    deadline_margin_seconds: float = 5.0
     # How long a result or failure the runtime holds is retried while the API is
     # unreachable. Past the lease the server refuses it anyway (JOB_NOT_ACTIVE).
     submit_retry_seconds: float = 300.0

@@ -1,6 +1,8 @@
-"""An attempt's invocation logs: one per model call it made, sent once the attempt
-ends (contract §3 ``invocation-logs``). They carry what every call cost (every call
-counts), so they are resent while the API is unreachable, as a result is."""
+"""An attempt's invocation logs: one per model call it made, sent with the accepted
+result or, after a failure or a refused result, on their own once the attempt ends
+(``POST .../invocation-logs``). They carry what every call cost (every call counts,
+a refused result's too: its log carries the refusal's code), so they are resent
+while the API is unreachable, as a result is."""
 
 from __future__ import annotations
 

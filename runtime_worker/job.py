@@ -8,12 +8,12 @@ A job claimed on the fast path (``include``) arrives ``running`` with its snapsh
 credential: the first three steps are already done, and it goes straight to the prompt.
 
 Between steps the job passes a *checkpoint*: a cancellation seen on a heartbeat
-(``JOB_CANCELLED``), a lost lease (dropped quietly), the job's ``timeoutSeconds``
-(``JOB_TIMEOUT``) or a shutdown past its grace period (a retryable failure). The
-model call itself runs on a helper thread so that any of these interrupts the
-wait at once instead of when the model answers. A result or failure the runtime
-holds is retried while the API is unreachable; the server decides, by the lease,
-whether it still counts.
+(``JOB_CANCELLED``), a lost lease (dropped quietly), the job's time running out
+(``JOB_TIMEOUT``; ``MODEL_TIMEOUT`` when it runs out during the model call) or a
+shutdown past its grace period (``RUNTIME_SHUTDOWN``). The model call runs on a
+helper thread so that any of these interrupts the wait at once instead of when the
+model answers. The job's time ends a margin before its ``timeoutSeconds``, so the
+failure it reports reaches the server while the attempt is still live.
 """
 
 from __future__ import annotations
@@ -28,18 +28,19 @@ from typing import Any, Protocol, TypeVar
 
 from ai_jobs import output_schemas
 from config.errors import RuntimeErrorCode
-from runtime_worker import invocation_logs, prompts
-from runtime_worker.api import ApiError, ApiUnavailable, Credential, InternalApi, Job
-from runtime_worker.backoff import Backoff
+from runtime_worker import inputs, invocation_logs, prompts
+from runtime_worker.api import ApiError, Credential, InternalApi, Job
+from runtime_worker.attempt import Abandon, Stop
 from runtime_worker.config import RuntimeConfig
+from runtime_worker.delivery import deliver, report_failure
 from runtime_worker.model import ModelCall, ModelClient, ModelError, parse_json_output
 from runtime_worker.pricing import Usage, cost_cents
-from runtime_worker.redact import register_secret
 
 logger = logging.getLogger("runtime_worker")
 
 T = TypeVar("T")
-SNAPSHOT_VERSIONS = {"v1"}
+# Refusals of a result that mean the output itself is wrong: the attempt fails.
+OUTPUT_REFUSED = {"RESULT_SCHEMA_UNSUPPORTED", "VALIDATION_ERROR"}
 
 
 class Executor(Protocol):
@@ -60,29 +61,21 @@ class Host(Protocol):
     def job_finished(self, run: JobRun, outcome: str) -> None: ...
 
 
-class _Stop(Exception):
-    """End the attempt and report this failure code."""
-
-    def __init__(self, code: RuntimeErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class _Abandon(Exception):
-    """The job is no longer ours (lost lease, cancelled elsewhere): drop it quietly."""
-
-
 class JobRun:
     """One attempt at one claimed job, run on a slot thread."""
 
-    def __init__(self, runtime: Host, job: Job) -> None:
+    def __init__(self, runtime: Host, job: Job, *, asked_at: float | None = None) -> None:
         self.runtime = runtime
         self.api = runtime.api
         self.job = job
         # Its lines name the job and the instance (JSON fields jobId, runtimeInstanceId).
         self.log = logging.LoggerAdapter(logger, {"jobId": job.job_id, "runtimeInstanceId": runtime.config.instance_id})
-        self.deadline = time.monotonic() + job.timeout_seconds
+        # The server ends an attempt the moment its timeoutSeconds pass, counted from its
+        # start, which for a claimed job comes before the claim's answer arrives: the work
+        # stops a margin before that, counted from when the claim was asked (``asked_at``,
+        # monotonic), so that its report reaches a live attempt.
+        margin = min(runtime.config.deadline_margin_seconds, job.timeout_seconds / 4)
+        self.deadline = (time.monotonic() if asked_at is None else asked_at) + job.timeout_seconds - margin
         self.cancel_requested = False
         self.lost = False
         self.shutdown = False
@@ -90,7 +83,7 @@ class JobRun:
         self.delivering = False  # sending it: the answer to that call decides, not a heartbeat
         self.wake = threading.Event()
         self.calls: list[ModelCall] = []
-        self.logs_delivered = False  # the logs went with the accepted result (contract §3 invocationLogs)
+        self.logs_delivered = False  # the logs went with the accepted result, in its transaction
 
     # --- flags set from other threads --------------------------------------------------
 
@@ -111,11 +104,14 @@ class JobRun:
 
     def run(self) -> None:
         outcome = "abandoned"
+        ended: str | None = None  # the code of what ended the attempt early
         try:
             outcome = self._execute()
-        except _Stop as stop:
-            outcome = self._report_failure(stop.code, stop.message)
-        except _Abandon as why:
+        except Stop as stop:
+            ended = stop.code.code
+            outcome = report_failure(self, stop.code, stop.message)
+        except Abandon as why:
+            ended = why.code
             self.log.info("job %s: abandoned (%s)", self.job.job_id, why)
         except Exception:
             # A bug, not a job failure: let the lease lapse so the reaper retries it.
@@ -123,6 +119,10 @@ class JobRun:
         finally:
             self.settled = True
             if not self.logs_delivered:  # a failure, or a result refused: the logs on their own
+                # None of these calls ended in an accepted result, so each carries a code and
+                # counts: one that answered before the attempt ended carries what ended it.
+                for call in self.calls:
+                    call.error_code = call.error_code or ended
                 invocation_logs.send(
                     self.api,
                     self.job,
@@ -137,33 +137,31 @@ class JobRun:
         """Raise if the attempt must end here. With the model's answer in hand, only
         a lost lease or a cancellation stop it: the rest is worth submitting."""
         if self.lost:
-            raise _Abandon("lease lost")
+            raise Abandon("lease lost", code="JOB_NOT_ACTIVE")  # what the heartbeat answered
         if self.cancel_requested:
-            raise _Stop(RuntimeErrorCode.JOB_CANCELLED, "Cancellation requested; stopped at the next checkpoint")
+            raise Stop(RuntimeErrorCode.JOB_CANCELLED, "Cancellation requested; stopped at the next checkpoint")
         if holding_answer:
             return
         if self.shutdown:
-            # Seed 002 has no shutdown code; MODEL_TIMEOUT is the retryable one that
-            # says what happened: the work did not finish in the time it was given.
-            raise _Stop(
-                RuntimeErrorCode.MODEL_TIMEOUT,
+            raise Stop(
+                RuntimeErrorCode.RUNTIME_SHUTDOWN,
                 f"Runtime {self.runtime.config.instance_id} shut down before the job finished "
                 f"(grace {self.runtime.config.grace_seconds:g}s)",
             )
         if time.monotonic() > self.deadline:
-            raise _Stop(
-                RuntimeErrorCode.JOB_TIMEOUT, f"The job ran past its timeoutSeconds ({self.job.timeout_seconds}s)"
+            raise Stop(
+                RuntimeErrorCode.JOB_TIMEOUT, f"The job ran out of its timeoutSeconds ({self.job.timeout_seconds}s)"
             )
 
     def _execute(self) -> str:
         job = self.job
         started = time.monotonic()
         if job.job_type not in self.runtime.config.capabilities:
-            raise _Stop(RuntimeErrorCode.UNSUPPORTED_JOB_TYPE, f"This runtime does not run {job.job_type}")
+            raise Stop(RuntimeErrorCode.UNSUPPORTED_JOB_TYPE, f"This runtime does not run {job.job_type}")
         try:
             prompts.check(job.job_type, job.prompt_version, job.output_schema_version)
         except (prompts.UnknownPrompt, output_schemas.UnknownSchema) as error:
-            raise _Stop(
+            raise Stop(
                 RuntimeErrorCode.UNSUPPORTED_JOB_TYPE,
                 f"No prompt or output schema for {job.job_type} "
                 f"(promptVersion {job.prompt_version}, outputSchemaVersion {job.output_schema_version}): {error}",
@@ -172,9 +170,9 @@ class JobRun:
             self.runtime.beat(self)  # the first heartbeat: locked → running, and an early cancel
             self.checkpoint()
 
-        snapshot = self._snapshot()
+        snapshot = inputs.snapshot(self)
         self.checkpoint()
-        credential = self._credential()
+        credential = inputs.credential(self)
         self.checkpoint()
 
         prompt = prompts.render(
@@ -196,7 +194,8 @@ class JobRun:
         # The attempt's model calls go with the result, stored in its transaction: one
         # request fewer per job. Were the result refused, run() sends them on their own.
         logs = [invocation_logs.entry(job, made) for made in self.calls]
-        self._deliver(
+        deliver(
+            self,
             "result",
             lambda: self.api.result(
                 job.job_id,
@@ -207,7 +206,7 @@ class JobRun:
                 cost_cents=cost,
                 invocation_logs=logs,
             ),
-            on_refused=self._result_refused,
+            on_refused=lambda error: self._result_refused(call, error),
         )
         self.logs_delivered = True
         self.log.info(
@@ -221,94 +220,41 @@ class JobRun:
         )
         return "succeeded"
 
-    # --- steps ------------------------------------------------------------------------
-
-    def _fetch(self, what: str, fn: Callable[[], T], *, attempts: int | None) -> T:
-        """Call the API, retrying while it is unreachable (bounded by ``attempts``
-        and by the checkpoint); a lost lease abandons the job. A 503 does not use up
-        ``attempts``: the server says its database is down for now, not that the call
-        fails, so the job waits for it (up to its deadline) instead of failing."""
-        backoff = Backoff()
-        tries = 0
-        while True:
-            try:
-                return fn()
-            except ApiUnavailable as error:
-                if not error.service_unavailable:
-                    tries += 1
-                if attempts is not None and tries >= attempts:
-                    raise
-                self.log.debug("job %s: %s not fetched (%s); retrying", self.job.job_id, what, error)
-                self.wake.wait(backoff.next(error.retry_after))
-                self.wake.clear()
-                self.checkpoint()
-            except ApiError as error:
-                if error.job_gone:
-                    raise _Abandon(f"{what}: {error.code}") from None
-                raise
-
-    def _snapshot(self) -> dict[str, Any]:
-        job = self.job
-        snapshot = job.snapshot
-        if snapshot is None:
-            try:
-                snapshot = self._fetch("snapshot", lambda: self.api.snapshot(job.job_id), attempts=4)
-            except (ApiUnavailable, ApiError) as error:
-                raise _Stop(RuntimeErrorCode.SNAPSHOT_FETCH_FAILED, f"Snapshot not fetched: {error}") from None
-        version = snapshot.get("schemaVersion")
-        if version not in SNAPSHOT_VERSIONS:
-            raise _Stop(
-                RuntimeErrorCode.INVALID_SNAPSHOT,
-                f"Snapshot schemaVersion {version!r} is not one this runtime reads ({', '.join(sorted(SNAPSHOT_VERSIONS))})",
-            )
-        if not isinstance(snapshot.get("data"), dict):
-            raise _Stop(RuntimeErrorCode.INVALID_SNAPSHOT, "Snapshot has no data object")
-        for key, expected in (("targetType", job.target_type), ("targetId", job.target_id)):
-            if snapshot.get(key) not in (None, expected):
-                raise _Stop(RuntimeErrorCode.INVALID_SNAPSHOT, f"Snapshot {key} {snapshot.get(key)!r} is not the job's")
-        return snapshot
-
-    def _credential(self) -> Credential:
-        credential = self.job.credential
-        if credential is None:
-            try:
-                credential = self._fetch("credential", lambda: self.api.credential(self.job.job_id), attempts=None)
-            except ApiError as error:
-                raise _Stop(RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED, f"Credential not resolved: {error}") from None
-        if not credential.api_key or not credential.base_url:
-            raise _Stop(RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED, "The resolved credential has no key or base URL")
-        register_secret(credential.api_key)
-        return credential
+    # --- the model --------------------------------------------------------------------------
 
     def _call_model(self, credential: Credential, prompt: prompts.Prompt, model_name: str) -> ModelCall:
         """The model call, on a helper thread; this thread waits for it, a
-        cancellation, a lost lease, a shutdown or the job's deadline."""
-        remaining = self.deadline - time.monotonic()
-        timeout = min(self.runtime.config.model_timeout_seconds, max(0.1, remaining))
-        started_at = _now()
+        cancellation, a lost lease, a shutdown or the end of the job's time. A call
+        that runs out of time is ``MODEL_TIMEOUT`` whichever limit cut it: the
+        provider did not answer, and that is what opens the breaker."""
+        timeout = min(self.runtime.config.model_timeout_seconds, max(0.1, self.deadline - time.monotonic()))
+        started_at, began = _now(), time.monotonic()
         future = self.runtime.model_pool.submit(
             lambda: self.runtime.model.complete_json(credential, prompt, model_name=model_name, timeout=timeout)
         )
         future.add_done_callback(lambda _: self.wake.set())
         try:
             while not future.done():
+                if time.monotonic() > self.deadline:
+                    raise Stop(RuntimeErrorCode.MODEL_TIMEOUT, "The model did not answer before the job's time ran out")
                 self.checkpoint()
                 self.wake.wait(timeout=max(0.01, self.deadline - time.monotonic()))
                 self.wake.clear()
-        except _Stop as stop:
+        except Stop as stop:
             future.cancel()
-            self.calls.append(ModelCall(model_name=model_name, started_at=started_at, error_code=stop.code.code))
+            latency_ms = int((time.monotonic() - began) * 1000)
+            self.calls.append(
+                ModelCall(
+                    model_name=model_name, started_at=started_at, latency_ms=latency_ms, error_code=stop.code.code
+                )
+            )
             raise
         try:
             call = future.result()
         except ModelError as error:
             if error.call is not None:
                 self.calls.append(error.call)
-            if error.code is RuntimeErrorCode.MODEL_TIMEOUT and time.monotonic() >= self.deadline:
-                raise _Stop(
-                    RuntimeErrorCode.JOB_TIMEOUT, f"The job ran past its timeoutSeconds: {error.message}"
-                ) from None
-            raise _Stop(error.code, error.message) from None
+            raise Stop(error.code, error.message) from None
         self.calls.append(call)
         return call
 
@@ -318,7 +264,7 @@ class JobRun:
             output = parse_json_output(call.content or "")
         except ModelError as error:
             call.error_code = error.code.code
-            raise _Stop(error.code, error.message) from None
+            raise Stop(error.code, error.message) from None
         version = job.output_schema_version or output_schemas.DEFAULT_VERSION
         errors = (
             output_schemas.validation_errors(job.job_type, version, output)
@@ -327,76 +273,19 @@ class JobRun:
         )
         if errors:
             call.error_code = RuntimeErrorCode.MODEL_RESPONSE_INVALID.code
-            raise _Stop(
+            raise Stop(
                 RuntimeErrorCode.MODEL_RESPONSE_INVALID,
                 f"The model's output does not match {job.job_type} {version}: " + "; ".join(errors),
             )
         return output
 
-    def _result_refused(self, error: ApiError) -> None:
-        if error.code in {"RESULT_SCHEMA_UNSUPPORTED", "VALIDATION_ERROR"}:
-            raise _Stop(RuntimeErrorCode.MODEL_RESPONSE_INVALID, f"The server refused the output: {error.message}")
-        raise error
-
-    # --- reporting --------------------------------------------------------------------------
-
-    def _deliver(self, what: str, send: Callable[[], T], *, on_refused: Callable[[ApiError], None] | None = None) -> T:
-        """Send a result or a failure, retrying while the API is unreachable so a
-        result in hand is not lost; a refusal because the job is no longer ours
-        abandons it."""
-        config = self.runtime.config
-        give_up = time.monotonic() + config.submit_retry_seconds
-        backoff = Backoff(first=0.2, most=5.0)
-        warned = False
-        self.delivering = True
-        while True:
-            try:
-                answer = send()
-            except ApiUnavailable as error:
-                limit = min(give_up, self.runtime.hard_stop_at or give_up)
-                delay = backoff.next(error.retry_after)
-                if time.monotonic() + delay > limit:
-                    self.log.error(
-                        "job %s: %s not delivered, API unreachable (%s); the lease will lapse and the job be retried",
-                        self.job.job_id,
-                        what,
-                        error,
-                    )
-                    raise _Abandon(f"{what} undeliverable") from None
-                if not warned:
-                    warned = True
-                    self.log.warning(
-                        "job %s: %s not delivered yet (%s); holding it and retrying", self.job.job_id, what, error
-                    )
-                time.sleep(delay)
-                continue
-            except ApiError as error:
-                if error.job_gone:
-                    raise _Abandon(f"{what} refused: {error.code}") from None
-                if on_refused is None:
-                    raise
-                on_refused(error)
-                raise
-            self.settled = True
-            return answer
-
-    def _report_failure(self, code: RuntimeErrorCode, message: str) -> str:
-        job = self.job
-        try:
-            answer = self._deliver(
-                "failure",
-                lambda: self.api.fail(
-                    job.job_id, attempt_no=job.attempt_no, error_code=code.code, error_message=message
-                ),
-            )
-        except _Abandon as why:
-            self.log.info("job %s: %s not recorded (%s)", job.job_id, code.code, why)
-            return "abandoned"
-        except ApiError as error:
-            self.log.error("job %s: failure %s refused: %s", job.job_id, code.code, error)
-            return "abandoned"
-        self.log.info("job %s (%s): %s → %s: %s", job.job_id, job.job_type, code.code, answer.get("status"), message)
-        return f"failed:{code.code}"
+    def _result_refused(self, call: ModelCall, error: ApiError) -> None:
+        """Every call counts, a refused result's too: its call is resent as an
+        invocation log with the refusal's code, which the server counts as a call
+        that did not end in an accepted result."""
+        call.error_code = error.code
+        if error.code in OUTPUT_REFUSED:
+            raise Stop(RuntimeErrorCode.MODEL_RESPONSE_INVALID, f"The server refused the output: {error.message}")
 
 
 def _now() -> dt.datetime:

@@ -1,6 +1,6 @@
 """DeepSeek's chat-completions API (OpenAI-compatible ``POST /chat/completions``),
-asked for a JSON object, with every way it can fail mapped to a runtime error
-code of seed 002 §1.3."""
+asked for a JSON object, with every way it can fail mapped to the runtime error
+code a runtime reports through ``fail``."""
 
 from __future__ import annotations
 

@@ -148,6 +148,7 @@ class Runtime:
                 self._slot_freed.wait(timeout=1.0)
                 self._slot_freed.clear()
                 continue
+            asked_at = time.monotonic()
             try:
                 jobs = self.api.claim(self.config.capabilities, free)
             except (ApiUnavailable, ApiError) as error:
@@ -169,7 +170,7 @@ class Runtime:
                 unreachable_since = None
             backoff.reset()
             for job in jobs:
-                run = JobRun(self, job)
+                run = JobRun(self, job, asked_at=asked_at)
                 with self._lock:
                     self._active[job.job_id] = run
                 self._slots.submit(run.run)
@@ -185,7 +186,7 @@ class Runtime:
             left = list(self._active.values())
         if left:
             logger.warning(
-                "runtime %s: grace period over, reporting %d unfinished job(s) as retryable",
+                "runtime %s: grace period over, reporting %d unfinished job(s) as RUNTIME_SHUTDOWN",
                 self.config.instance_id,
                 len(left),
             )

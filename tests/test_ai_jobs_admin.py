@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -105,6 +106,16 @@ def test_a_rerun_is_recorded_on_its_source_and_a_second_rerun_is_refused_with_a_
     assert f"was already rerun as {rerun.id}" in page
     assert AiRuntimeJob.objects.filter(retried_from_job=failed).count() == 1
     assert operator.get(f"/admin/ai_jobs/airuntimejob/{failed.id}/rerun/").status_code == 405
+
+
+def test_a_rerun_moves_its_sources_updated_at(operator):
+    failed = JobFactory(status="failed", error_code="MODEL_TIMEOUT")
+    long_ago = timezone.now() - dt.timedelta(days=1)
+    AiRuntimeJob.objects.filter(id=failed.id).update(updated_at=long_ago)
+    before = timezone.now()
+    assert "1 job(s) rerun" in _action(operator, "rerun_failed", [failed.id]).content.decode()
+    failed.refresh_from_db()
+    assert failed.rerun_as_id is not None and failed.updated_at >= before
 
 
 def test_two_operators_rerunning_the_same_job_at_once_make_one_rerun():

@@ -76,6 +76,19 @@ def test_the_first_runtime_protocols_provider_failure_codes_count_towards_the_br
     assert quota_selectors.breaker_get().state == CircuitState.OPEN
 
 
+@pytest.mark.parametrize(
+    "code", ["MODEL_RESPONSE_INVALID", "MODEL_JSON_PARSE_FAILED", "INVALID_SCHEMA", "RUNTIME_SHUTDOWN", "JOB_TIMEOUT"]
+)
+def test_failures_that_are_not_the_providers_never_count_towards_the_breaker(runtime, settings, code):
+    # An answer that misses its schema, a runtime that stopped, the job's own time: none
+    # says the provider is failing.
+    settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD = 2
+    for _ in range(3):
+        job = JobFactory()
+        assert runtime.fail(job.id, runtime.lock(job.id).json()["attemptNo"], code).status_code == 200
+    assert _state() == (CircuitState.CLOSED, 0)
+
+
 @pytest.mark.embedded
 def test_a_success_resets_the_count_of_consecutive_failures(settings):
     learner, runtime = Learner(), RuntimeClient("runtime-1")

@@ -1,4 +1,4 @@
-"""The platform key's daily budget: the tokens and cost of the UTC day, the sum of its
+"""The platform key's daily budget: the tokens and cost of the platform's day, the sum of its
 shard rows. Going over it opens the breaker; while the day's budget is used up new
 platform-key jobs get the budget's own code, not the breaker's; once the day has
 turned, the breaker it opened answers until an operator half-opens it."""

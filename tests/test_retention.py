@@ -4,7 +4,8 @@ with their results and logs past ``AI_JOB_RETENTION_DAYS`` (the user's outputs s
 with their ``jobId``), notifications past ``AI_NOTIFICATION_RETENTION_DAYS`` and
 model-asynch tasks nobody picked up past ``ASYNCH_UNCLAIMED_RETENTION_SECONDS``, with
 their files, the admin's login records (attempts past the cool-off, logs past 90
-days) and used-up refresh tokens once expired; ``--dry-run`` counts exactly what the
+days), used-up refresh tokens once expired and daily counters past
+``AI_COUNTER_RETENTION_DAYS``; ``--dry-run`` counts exactly what the
 real run deletes."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from config.retention import sweep_run
 from ops import retention
 from ops.tasks import prune_data
 from tests.support.asynch_fixtures import tenant_client
-from tests.support.retention import age_job, age_tokens, learner_with_everything
+from tests.support.retention import age_job, age_tokens, counters_aged, learner_with_everything
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -154,6 +155,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     AccessAttempt.objects.filter(username=first.user.username).update(attempt_time=now - dt.timedelta(minutes=16))
     for model in (AccessLog, AccessFailureLog):
         model.objects.filter(username=first.user.username).update(attempt_time=now - dt.timedelta(days=91))
+    counters_aged(days=[0, 402, 403], now=now)  # daily counters: two of each past their 400 days
 
     dry = prune("--dry-run")
     assert all(dry.values()), dry  # something of every kind is due
@@ -163,6 +165,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert dry["snapshots"] == 5 + 5 + 1 and dry["asynchUnclaimed"] == 3 and dry["queueSamples"] == 4
     assert (dry["adminLoginAttempts"], dry["adminLoginLogs"], dry["adminLoginFailures"]) == (2, 1, 1)  # 2: its expiry
     assert dry["expiredTokens"] == 2  # the outstanding token and its blacklist row; the second learner's stay
+    assert [dry[kind] for kind in ("userUsage", "platformUsage", "asynchStats", "breakerEvents")] == [2, 2, 2, 2]
     assert prune("--dry-run") == dict.fromkeys(dry, 0)
 
     storage = storages[django_settings.ASYNCH_STORAGE_ALIAS]

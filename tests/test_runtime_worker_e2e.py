@@ -18,6 +18,7 @@ from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult
 from tests.support import runtime_fixtures
 from tests.support.api import ALL_TYPES
 from tests.support.factories import JobFactory, UserFactory, consent
+from tests.support.runtime_e2e import final, make_job, standin_requests
 from tests.support.runtime_fixtures import LEASE_SECONDS, PLATFORM_KEY, spawn_runtime, wait_for
 
 # The servers and runtimes of tests/support/runtime_fixtures.py, as this module's fixtures.
@@ -27,39 +28,6 @@ start_runtime = runtime_fixtures.start_runtime
 _no_leftover_faults = runtime_fixtures._no_leftover_faults
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-FINAL = ("succeeded", "failed", "cancelled")
-
-
-def _target(user, job_type: str) -> tuple[str, str]:
-    """Quiz and flashcard jobs need a knowledge base as their target; the others
-    analyse the learner."""
-    if job_type not in ("quiz_generation", "flashcard_generation"):
-        return "user", public_id_of(user)
-    try:
-        from learning.models import KnowledgeBase
-    except ImportError:  # the learning domain is not there yet
-        return "knowledge_base", f"kb_{uuid.uuid4().hex[:12]}"
-    return "knowledge_base", KnowledgeBase.objects.create(user=user, name="Fractions").id
-
-
-def make_job(job_type: str = "learning_state_analysis", *, user=None, **fields) -> AiRuntimeJob:
-    user = user or UserFactory()
-    target_type, target_id = _target(user, job_type)
-    return JobFactory(user=user, job_type=job_type, target_type=target_type, target_id=target_id, **fields)
-
-
-def final(job: AiRuntimeJob, *, timeout: float = 60) -> AiRuntimeJob:
-    wait_for(
-        lambda: AiRuntimeJob.objects.filter(id=job.id, status__in=FINAL).exists(),
-        timeout=timeout,
-        what=f"{job.id} to end",
-    )
-    return AiRuntimeJob.objects.get(id=job.id)
-
-
-def standin_requests(standin, job_type: str = "learning_state_analysis") -> int:
-    return standin.model.snapshot_stats().get(f"job:{job_type}", 0)
 
 
 def test_each_job_type_goes_from_created_to_succeeded_with_its_result_stored(start_runtime, standin, caplog):
@@ -175,11 +143,12 @@ def test_a_cancel_during_the_model_call_ends_the_job_cancelled(start_runtime, st
     assert not AiRuntimeResult.objects.filter(job=done).exists()
 
 
-def test_a_job_past_its_timeout_fails_with_job_timeout(start_runtime, standin):
-    job = make_job(params={"note": "[standin:delay=30]"}, timeout_seconds=1)
+def test_a_model_call_that_outlives_the_jobs_timeout_is_model_timeout_and_is_retried(start_runtime, standin):
+    job = make_job(params={"note": "[standin:delay=30]"}, timeout_seconds=2, max_retry_count=1)
     start_runtime("rt-a")
     done = final(job, timeout=20)
-    assert (done.status, done.error_code) == ("failed", "JOB_TIMEOUT")
+    # Reported before the attempt's deadline, so the server took it: retried once, then final.
+    assert (done.status, done.error_code, done.retry_count, done.attempt_no) == ("failed", "MODEL_TIMEOUT", 1, 2)
 
 
 def test_jobs_the_runtime_cannot_run_fail_with_their_codes(start_runtime, standin):
@@ -249,7 +218,7 @@ def test_sigterm_lets_a_running_job_finish_then_reports_what_outlives_the_grace(
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0
     job = AiRuntimeJob.objects.get(id=outliving.id)
-    assert (job.status, job.error_code, job.retry_count) == ("pending", "MODEL_TIMEOUT", 1)
+    assert (job.status, job.error_code, job.retry_count) == ("pending", "RUNTIME_SHUTDOWN", 1)
     services.jobs_cancel(job_ids=[job.id])
     assert PLATFORM_KEY not in log.read_text()
 

@@ -122,10 +122,11 @@ def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
         max_retry_count=job.max_retry_count,
         timeout_seconds=job.timeout_seconds,
     )
-    if not transitions.record_rerun(job_id=job.id, rerun_id=rerun.id):  # another operator was first
+    now = timezone.now()
+    if not transitions.record_rerun(job_id=job.id, rerun_id=rerun.id, now=now):  # another operator was first
         current = AiRuntimeJob.objects.filter(id=job.id).values_list("rerun_as_id", flat=True).first()
         raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {current}")
-    job.rerun_as = rerun
+    job.rerun_as, job.updated_at = rerun, now
     return rerun
 
 

@@ -232,11 +232,12 @@ class BatchOutSerializer(serializers.Serializer):
 
 
 class StatsQuerySerializer(serializers.Serializer):
-    day = serializers.DateField(required=False)
+    day = serializers.DateField(required=False, help_text="a date in PLATFORM_TIMEZONE (the operator's day)")
     modelName = serializers.CharField(max_length=128, required=False)
 
 
 class StatSerializer(serializers.ModelSerializer):
+    day = serializers.DateField(help_text="the operator's day the calls were made on (PLATFORM_TIMEZONE)")
     tenantId = serializers.CharField(source="tenant_id")
     creator = serializers.CharField()
     modelName = serializers.CharField(source="model_name")

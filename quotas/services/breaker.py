@@ -18,19 +18,18 @@ from quotas.selectors import breaker_get, breaker_state_forget
 
 logger = logging.getLogger(__name__)
 
-# Failures that say the platform's model is in trouble; a bad snapshot does not.
-# NETWORK_ERROR, TEMPORARY_PROVIDER_ERROR and INVALID_SCHEMA are the first runtime
-# protocol's names for three of them.
+# The provider failing is what opens the breaker: no answer in time, a throttle, a
+# broken connection, its passing trouble (NETWORK_ERROR and TEMPORARY_PROVIDER_ERROR
+# are the first runtime protocol's names for it). An answer that misses its schema, a
+# bad snapshot, a cancellation, a runtime's shutdown or a lapsed lease says nothing
+# about the provider's health.
 MODEL_FAILURE_CODES = frozenset(
     {
         "MODEL_TIMEOUT",
         "MODEL_RATE_LIMIT",
         "MODEL_NETWORK_ERROR",
-        "MODEL_RESPONSE_INVALID",
-        "MODEL_JSON_PARSE_FAILED",
         "NETWORK_ERROR",
         "TEMPORARY_PROVIDER_ERROR",
-        "INVALID_SCHEMA",
     }
 )
 

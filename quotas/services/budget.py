@@ -1,6 +1,6 @@
-"""The platform key's daily budget: tokens and cost of the UTC day, counted in shard
-rows; going over opens the breaker, and while the day's budget is used up new
-platform-key jobs get its own codes."""
+"""The platform key's daily budget: tokens and cost of the platform's day (the date
+in ``PLATFORM_TIMEZONE``), counted in shard rows; going over opens the breaker, and
+while the day's budget is used up new platform-key jobs get its own codes."""
 
 from __future__ import annotations
 

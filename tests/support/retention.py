@@ -16,8 +16,11 @@ from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
 from ai_jobs.notifications import notification_create_for_job
 from ai_jobs.services import job_rerun
 from ai_jobs.services.protocol import job_snapshot
+from asynch.models import AsynchModelStat
+from config.days import platform_day
+from quotas.models import ApiKeyMode, CircuitBreakerEvent, CircuitState, PlatformDailyUsage, UserAiUsage
 from tests.support.api import ALL_TYPES, RuntimeClient
-from tests.support.factories import VALID_OUTPUTS
+from tests.support.factories import VALID_OUTPUTS, UserFactory
 from tests.support.learning_factories import (
     KnowledgeBaseFactory,
     KnowledgePointFactory,
@@ -28,7 +31,7 @@ from tests.support.learning_factories import (
 from tests.support.user_api import Learner
 
 KNOWLEDGE_BASE_TYPES = {"quiz_generation", "flashcard_generation"}
-FACTORY_PASSWORD = "pw-123456"  # tests.factories.UserFactory's
+FACTORY_PASSWORD = "pw-123456"  # tests.support.factories.UserFactory's
 
 
 @dataclass
@@ -149,3 +152,25 @@ def age_job(job: AiRuntimeJob, *, days: float) -> None:
 def age_tokens(user, *, days: float) -> None:
     """As if the user's used-up refresh tokens had expired ``days`` ago."""
     OutstandingToken.objects.filter(user=user).update(expires_at=timezone.now() - dt.timedelta(days=days))
+
+
+def counters_aged(*, days: list[int], now: dt.datetime | None = None) -> None:
+    """One of each counter for each ``days`` ago (of the platform's day, of now). A
+    user's day goes once it is that long ago in every time zone: up to a day later
+    than the platform's, so the ages below keep a day clear of the limit."""
+    now = now or timezone.now()
+    user = UserFactory()
+    today = platform_day(now)
+    for n, ago in enumerate(days):
+        day = today - dt.timedelta(days=ago)
+        UserAiUsage.objects.create(user=user, local_date=day, api_key_mode=ApiKeyMode.PLATFORM_KEY, job_count=1)
+        # get_or_create: a job run today may have counted on this shard already.
+        PlatformDailyUsage.objects.get_or_create(day=day, shard=n % 16, defaults={"tokens_used": 10})
+        AsynchModelStat.objects.create(day=day, tenant_id="t1", creator="u1", model_name="m1", request_count=2)
+        CircuitBreakerEvent.objects.create(
+            from_state=CircuitState.CLOSED,
+            to_state=CircuitState.OPEN,
+            actor="system",
+            reason="test",
+            created_at=now - dt.timedelta(days=ago, hours=1),
+        )

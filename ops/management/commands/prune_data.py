@@ -23,7 +23,10 @@ def table_name(key: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Delete finished jobs, snapshots, notifications and unclaimed model-asynch tasks past their retention."
+    help = (
+        "Delete finished jobs, snapshots, notifications, unclaimed model-asynch tasks and old daily counters "
+        "past their retention."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted; delete nothing.")
@@ -34,7 +37,8 @@ class Command(BaseCommand):
             f"prune_data{' --dry-run' if dry_run else ''}: batches of {settings.RETENTION_BATCH_SIZE}; "
             f"snapshots after {settings.AI_SNAPSHOT_RETENTION_DAYS} d, jobs after {settings.AI_JOB_RETENTION_DAYS} d, "
             f"notifications after {settings.AI_NOTIFICATION_RETENTION_DAYS} d, "
-            f"unclaimed model-asynch tasks after {settings.ASYNCH_UNCLAIMED_RETENTION_SECONDS} s"
+            f"unclaimed model-asynch tasks after {settings.ASYNCH_UNCLAIMED_RETENTION_SECONDS} s, "
+            f"daily counters after {settings.AI_COUNTER_RETENTION_DAYS} d"
         )
         started = time.monotonic()
         last = started
