@@ -83,28 +83,36 @@ def load(conn, jobs: int, open_jobs: int) -> None:  # type: ignore[no-untyped-de
 
 def db_time_of(run, scrapes: int) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """Median milliseconds spent in the database by ``run()``, and its statement count."""
+    import logging
+
     from django.db import connection
 
     spent: list[float] = []
-    statements = 0
 
-    def timed(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        nonlocal statements
-        started = time.perf_counter()
-        try:
-            return execute(sql, params, many, context)
-        finally:
-            spent.append(time.perf_counter() - started)
-            statements += 1
+    class Timed(logging.Handler):
+        """Each statement's time, as Django's debug cursor measured it (full precision)."""
 
+        def emit(self, record: logging.LogRecord) -> None:
+            spent.append(record.__dict__["duration"])
+
+    backends = logging.getLogger("django.db.backends")
+    handler, level = Timed(), backends.level
     runs = []
+    statements = 0
     run()  # warm: connection, plans, caches
-    for _ in range(scrapes):
-        spent.clear()
-        statements = 0
-        with connection.execute_wrapper(timed):
+    backends.addHandler(handler)
+    backends.setLevel(logging.DEBUG)
+    connection.force_debug_cursor = True
+    try:
+        for _ in range(scrapes):
+            spent.clear()
             run()
-        runs.append(sum(spent) * 1000)
+            runs.append(sum(spent) * 1000)
+            statements = len(spent)
+    finally:
+        connection.force_debug_cursor = False
+        backends.setLevel(level)
+        backends.removeHandler(handler)
     return statistics.median(runs), statements
 
 

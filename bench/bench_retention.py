@@ -160,6 +160,7 @@ def sizes(conn: Any) -> dict[str, tuple[int, int]]:
 def explain_picks() -> None:
     """The plan and time of each sweep's first batch pick, at full size."""
     from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from config.retention import _pick
@@ -168,18 +169,23 @@ def explain_picks() -> None:
     now = timezone.now()
     print("\nthe first batch's pick of each kind (EXPLAIN ANALYZE):")
     for sweep in retention.SWEEPS:
-        with transaction.atomic(), connection.execute_wrapper(_explain):
-            _pick(sweep, now=now, cursor=None, limit=1000)
+        with transaction.atomic():
+            with CaptureQueriesContext(connection) as captured:
+                _pick(sweep, now=now, cursor=None, limit=1000)
+            for query in captured.captured_queries:
+                _explain(query["sql"])
 
 
-def _explain(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+def _explain(sql: str) -> None:
+    """The plan of a statement the pick ran, as it was sent (its values bound)."""
+    from django.db import connection
+
     if sql.lstrip().upper().startswith("SELECT"):
-        with context["connection"].cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params)
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql)
             plan = [row[0] for row in cursor.fetchall()]
         scans = [line.strip() for line in plan if "Scan" in line]
         print(f"  {sql.split(' FROM ')[1].split()[0]:<24} {plan[-1].strip():<28} {'; '.join(scans)[:150]}")
-    return execute(sql, params, many, context)
 
 
 def prune_timed() -> tuple[dict[str, dict[str, int]], float, list[float]]:

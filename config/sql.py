@@ -5,9 +5,7 @@ the way the ORM would, so the same statement runs on PostgreSQL and SQLite."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -141,69 +139,9 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
                 params.append(value)
             else:
                 params.append(field.get_db_prep_save(value, db))
-    held = _held.get()
-    if held is not None and held.db is db and "RETURNING" not in suffix.upper():
-        held.add(model._meta.db_table, sql, params)
-        return []
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         return rows_of(cursor)
-
-
-class _HeldInserts:
-    """Inserts that return nothing, held back to go to the database as one statement:
-    the last of them with the others as data-modifying CTEs before it (PostgreSQL runs
-    a CTE's INSERT without RETURNING all the same). Whatever else runs on the
-    connection first sends what is held (a Django execute wrapper), so every statement
-    still sees the rows written before it; a second insert into a table already held
-    sends the first (a CTE does not see its siblings' rows: ``ON CONFLICT`` would not)."""
-
-    def __init__(self, db: BaseDatabaseWrapper) -> None:
-        self.db = db
-        self.pending: list[tuple[str, str, list[Any]]] = []
-
-    def add(self, table: str, sql: str, params: list[Any]) -> None:
-        if any(held == table for held, _, _ in self.pending):
-            self.send()
-        self.pending.append((table, sql, params))
-
-    def send(self) -> None:
-        pending, self.pending = self.pending, []
-        if not pending:
-            return
-        ctes = ", ".join(f"held{n} AS ({sql})" for n, (_, sql, _) in enumerate(pending[:-1]))
-        sql = f"WITH {ctes} {pending[-1][1]}" if ctes else pending[-1][1]
-        with self.db.cursor() as cursor:
-            cursor.execute(sql, [value for _, _, params in pending for value in params])
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
-        self.send()  # empty by then when this is the held statement itself
-        return execute(sql, params, many, context)
-
-
-_held: ContextVar[_HeldInserts | None] = ContextVar("held_inserts", default=None)
-
-
-@contextmanager
-def inserts_together() -> Iterator[None]:
-    """Inside: ``insert_rows`` calls that return nothing are sent together, as one
-    statement, when something else runs or the block ends (PostgreSQL; elsewhere each
-    as it comes). For a transaction that writes several rows of several tables, none
-    read back (a result, its outputs, its notice): one round trip and one statement
-    for the database instead of one each. An error of one of them is raised where they
-    are sent, inside the same transaction."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "postgresql" or _held.get() is not None:
-        yield
-        return
-    held = _HeldInserts(db)
-    token = _held.set(held)
-    try:
-        with db.execute_wrapper(held):
-            yield
-            held.send()
-    finally:
-        _held.reset(token)
 
 
 # --- model instances from fixed statements ----------------------------------------------------------

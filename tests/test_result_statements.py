@@ -1,8 +1,7 @@
-"""The runtime's write path in few statements (issue 12): the result transaction in at
-most 6 statements for the analysis types and 9 for quiz and flashcard, usage, budget
-and breaker in one of them, invocation logs in one, the notice a row of the job's own
-final transaction. Counted with ``CaptureQueriesContext``: these fail when the counts
-grow. The logs sent with the result (contract §3 ``invocationLogs``) are stored as
+"""The runtime's write path in few statements: the result transaction in a bounded
+number of statements per job type, usage, budget and breaker in one of them,
+invocation logs in one, the notice a row of the job's own final transaction.
+Counted with ``CaptureQueriesContext``: these fail when the counts grow. The logs sent with the result (``invocationLogs``) are stored as
 ``invocation-logs`` stores them, in the result's transaction."""
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ ANALYSES = ["learning_state_analysis", "weak_point_analysis", "next_action_plann
 
 def postgres_only() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("counts PostgreSQL's statements (SQLite takes more: no data-modifying CTEs)")
+        pytest.skip("counts PostgreSQL's statements")
 
 
 def statements(captured: CaptureQueriesContext) -> list[str]:
@@ -291,9 +290,9 @@ def test_a_claim_reads_nothing_but_its_one_statement(runtime: RuntimeClient):
     assert on_jobs[0].startswith("WITH picked")
 
 
-def test_a_results_writes_that_read_nothing_back_go_to_the_database_as_one_statement():
-    """The result, its analysis and the notice: one statement of data-modifying CTEs,
-    between the job's move and the usage (``config.sql.inserts_together``)."""
+def test_a_results_writes_are_plain_statements_in_order():
+    """The job's move, the result, its analysis, the notice, the usage: each its own
+    statement, sent as it runs, so each sees the rows written before it."""
     postgres_only()
     PlatformCircuitBreaker.objects.create(id=1)
     job = JobFactory(job_type="learning_state_analysis", quota_date=timezone.now().date())
@@ -301,30 +300,11 @@ def test_a_results_writes_that_read_nothing_back_go_to_the_database_as_one_state
     with CaptureQueriesContext(connection) as captured:
         submit(job, dict(VALID_OUTPUTS["learning_state_analysis"]), attempt)
     sqls = statements(captured)
-    assert len(sqls) == 3, sqls
-    for table in ("ai_runtime_result", "ai_learning_analysis", "ai_notification"):
-        assert f"INSERT INTO {table}" in sqls[1]
+    assert [sql.split("(")[0].split(" SET")[0].strip() for sql in sqls[1:4]] == [
+        "INSERT INTO ai_runtime_result",
+        "INSERT INTO ai_learning_analysis",
+        "INSERT INTO ai_notification",
+    ], sqls
+    assert sqls[0].startswith("UPDATE ai_runtime_job") and len(sqls) == 5, sqls
     assert AiRuntimeResult.objects.filter(job_id=job.id).count() == 1
     assert Notification.objects.filter(job_id=job.id).count() == 1
-
-
-def test_held_inserts_are_sent_before_anything_reads_and_never_twice_into_one_table_at_once():
-    from config.sql import insert_rows, inserts_together
-
-    postgres_only()
-    jobs = JobFactory.create_batch(3)
-
-    def notice(n: int) -> dict:
-        job = jobs[n]
-        return {"id": f"ntf_{n}", "user_id": job.user_id, "job_id": job.id, "target_type": "user",
-                "target_id": "me", "kind": "job_succeeded", "job_type": job.job_type, "title": "t",
-                "message": "m", "data": {}}  # fmt: skip
-
-    with transaction.atomic(), CaptureQueriesContext(connection) as captured, inserts_together():
-        insert_rows(Notification, [notice(0)])
-        assert Notification.objects.count() == 1  # sent before the read
-        insert_rows(Notification, [notice(1)])
-        insert_rows(Notification, [notice(2)])  # the same table: the one held goes first
-    assert Notification.objects.count() == 3
-    inserts = [sql for sql in statements(captured) if "INSERT INTO ai_notification" in sql]
-    assert len(inserts) == 3

@@ -31,7 +31,7 @@ from ai_jobs.notifications import FinishedJob, notification_write_failed, notifi
 from ai_jobs.services.invocation_logs import invocation_logs_none, invocation_logs_store
 from ai_jobs.snapshots import snapshot_create
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
-from config.sql import execute, insert_rows, inserts_together
+from config.sql import execute, insert_rows
 from credentials.services import credential_unseal
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
@@ -341,15 +341,12 @@ def result_submit(
     nothing, logs included. A job whose consent was withdrawn ends ``cancelled``
     instead, with nothing stored.
 
-    On PostgreSQL the writes that read nothing back (the result, the outputs, the
-    notice) go together as one statement (``inserts_together``): three statements for
-    a learning-state analysis (the job's move, those writes, the usage), five for the
-    analyses that first check what the model named is the user's (the result is sent
-    before that read), nine at most for the generations; the logs add one."""
+    The writes are plain statements, in order, inside the transaction: the job's move,
+    the result, its outputs, the notice (which may read the outputs back), the usage."""
     digest = output_schemas.output_hash(output)
     key = f"{job_id}:{attempt_no}:{digest}"
     now = timezone.now()
-    with transaction.atomic(), inserts_together():
+    with transaction.atomic():
         job = transitions.succeed(job_id=job_id, instance_id=instance_id, attempt_no=attempt_no, now=now)
         if job is not None:
             version = output_schema_version or job.output_schema_version or output_schemas.DEFAULT_VERSION
