@@ -3,9 +3,10 @@ the checks need (the lease, consent), its snapshot as the stored JSON text, and 
 columns of its credential that decrypt the user's key.
 
 These are the hot reads of the runtime protocol (``GET .../snapshot``,
-``POST .../credential``, ``claim`` with ``include``), so they are fixed SQL rather
-than ORM queries compiled per request, and the snapshot's ``data`` goes to the
-wire as the database stores it: never decoded and encoded again in Python.
+``POST .../credential``, ``claim`` with ``include``), so they are fixed statements
+(``ai_jobs.queries.LEASED_JOB``) rather than ORM queries compiled per request, and
+the snapshot's ``data`` goes to the wire as the database stores it: never decoded
+and encoded again in Python.
 """
 
 from __future__ import annotations
@@ -14,38 +15,17 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 from rest_framework.fields import DateTimeField
 
-from ai_jobs.models import AiJobSnapshot
-from ai_jobs.transitions import ACTIVE_SQL, PUBLIC_ID_SQL, TABLE, consent_sql
-from config.sql import fetch, placeholders
-from credentials.models import Credential
-from credentials.services import RESOLVE_COLUMNS
-from quotas.models import UserAiSettings
+from ai_jobs import queries
+from ai_jobs.transitions import consents_by_default
+from config.sql import fetch
 
-SNAPSHOT_TABLE = AiJobSnapshot._meta.db_table
-CREDENTIAL_TABLE = Credential._meta.db_table
-_JOB_COLUMNS = (
-    "id",
-    "user_id",
-    "target_type",
-    "target_id",
-    "api_key_mode",
-    "model_provider",
-    "model_name",
-    "credential_id",
-    "attempt_no",
-    "status",
-)
-_SNAPSHOT_COLUMNS = ("id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
 _DATETIME = DateTimeField()  # the wire's datetimes, exactly as the serializers render them
-# The user's timezone, read with the snapshot: one built on the way needs it.
-TIMEZONE_SQL = f"(SELECT s.timezone FROM {UserAiSettings._meta.db_table} s WHERE s.user_id = {TABLE}.user_id)"
 
 
 @dataclass(frozen=True)
@@ -80,27 +60,6 @@ class SnapshotRow:
     payload_text: str
 
 
-@cache
-def _sql(vendor: str, consent: str, *, snapshot: bool, credential: bool, many: int) -> str:
-    """The statement: the job by primary key (``many``: by ``id IN``), its snapshot
-    and credential rows by primary key. One statement per shape, built once."""
-    columns = [f"{TABLE}.{name}" for name in _JOB_COLUMNS] + [PUBLIC_ID_SQL, consent]
-    joins = []
-    if snapshot:
-        # jsonb is sent as its text form, serialized by PostgreSQL; SQLite stores text.
-        payload = "snap.payload::text" if vendor == "postgresql" else "snap.payload"
-        columns += [f"snap.{name}" for name in _SNAPSHOT_COLUMNS] + [payload, TIMEZONE_SQL]
-        joins.append(f"LEFT JOIN {SNAPSHOT_TABLE} snap ON snap.id = {TABLE}.snapshot_id")
-    if credential:
-        columns += [f"cred.{name}" for name in RESOLVE_COLUMNS]
-        joins.append(
-            f"LEFT JOIN {CREDENTIAL_TABLE} cred ON cred.id = {TABLE}.credential_id "
-            f"AND cred.user_id = {TABLE}.user_id AND cred.deleted_at IS NULL"
-        )
-    where = f"{TABLE}.id = %s" if many == 0 else f"{TABLE}.id IN ({placeholders(range(many))})"
-    return f"SELECT {', '.join(columns)} FROM {TABLE} {' '.join(joins)} WHERE {where}"
-
-
 def _aware(value: Any) -> dt.datetime:
     """A datetime column as the ORM would load it (SQLite gives naive UTC text)."""
     if isinstance(value, str):
@@ -108,52 +67,58 @@ def _aware(value: Any) -> dt.datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-def _held(row: Sequence[Any], *, snapshot: bool, credential: bool) -> HeldJob:
-    n = len(_JOB_COLUMNS)
-    rest = list(row[n + 2 :])
-    snap, timezone_name = None, None
-    if snapshot:
-        width = len(_SNAPSHOT_COLUMNS) + 2  # and the payload's text, and the user's timezone
-        values, rest = rest[:width], rest[width:]
-        timezone_name = values[7]
-        if values[0] is not None:
-            snap = SnapshotRow(
-                id=values[0],
-                target_type=values[1],
-                target_id=values[2],
-                schema_version=values[3],
-                created_at=_aware(values[4]),
-                expires_at=_aware(values[5]),
-                payload_text=values[6],
-            )
+def _held(row: Sequence[Any]) -> HeldJob:
+    """A row of queries.LEASED_JOB (or CLAIMED_JOBS): the job's columns, the public id,
+    consent, the snapshot's, the user's timezone, the credential's."""
+    snap = None
+    if row[11] is not None:
+        snap = SnapshotRow(
+            id=row[11],
+            target_type=row[12],
+            target_id=row[13],
+            schema_version=row[14],
+            created_at=_aware(row[15]),
+            expires_at=_aware(row[16]),
+            payload_text=row[17],
+        )
     return HeldJob(
-        *row[:n],
-        user_public_id=row[n],
-        consents=bool(row[n + 1]),
-        timezone_name=timezone_name,
+        *row[:9],
+        user_public_id=row[9],
+        consents=bool(row[10]),
+        timezone_name=row[18],
         snapshot=snap,
-        credential_row=tuple(rest) if credential and rest and rest[0] is not None else None,
+        credential_row=tuple(row[19:]) if row[19] is not None else None,
     )
+
+
+def _params(*, snapshot: bool, credential: bool) -> dict[str, Any]:
+    return {"snapshot": snapshot, "credential": credential, "enabled_by_default": consents_by_default()}
 
 
 def held_job(*, job_id: str, instance_id: str, now: dt.datetime, snapshot: bool, credential: bool) -> HeldJob | None:
-    """The job, if ``instance_id`` holds its live attempt (the lease not lapsed, the
-    deadline not passed), with what was asked for."""
-    sql = _sql(connection.vendor, consent_sql(), snapshot=snapshot, credential=credential, many=0)
-    sql += (
-        f" AND {TABLE}.{ACTIVE_SQL} AND {TABLE}.locked_by = %s AND {TABLE}.lock_until >= %s "
-        f"AND ({TABLE}.deadline_ms IS NULL OR {TABLE}.deadline_ms >= %s)"
-    )
-    rows = fetch(sql, [job_id, instance_id, now, int(now.timestamp() * 1000)])
-    return _held(rows[0], snapshot=snapshot, credential=credential) if rows else None
+    """The job, if ``instance_id`` holds its live lease, with what was asked for."""
+    params = {**_params(snapshot=snapshot, credential=credential), "job_id": job_id, "instance_id": instance_id}
+    rows = fetch(queries.LEASED_JOB, {**params, "now": now})
+    return _held(rows[0]) if rows else None
 
 
-def claimed_jobs(*, job_ids: Sequence[str], snapshot: bool, credential: bool) -> dict[str, HeldJob]:
-    """Jobs just claimed by the caller, with what was asked for, in one statement."""
+def claimed_jobs(
+    *, job_ids: Sequence[str], instance_id: str, now: dt.datetime, snapshot: bool, credential: bool
+) -> dict[str, HeldJob]:
+    """Jobs just claimed by ``instance_id``, with what was asked for, in one statement
+    (SQLite, which has no arrays: one per job)."""
     if not job_ids:
         return {}
-    sql = _sql(connection.vendor, consent_sql(), snapshot=snapshot, credential=credential, many=len(job_ids))
-    return {row[0]: _held(row, snapshot=snapshot, credential=credential) for row in fetch(sql, list(job_ids))}
+    if connection.vendor == "postgresql":
+        rows = fetch(
+            queries.CLAIMED_JOBS, {**_params(snapshot=snapshot, credential=credential), "job_ids": list(job_ids)}
+        )
+        return {row[0]: _held(row) for row in rows}
+    found = (
+        held_job(job_id=job_id, instance_id=instance_id, now=now, snapshot=snapshot, credential=credential)
+        for job_id in job_ids
+    )
+    return {job.id: job for job in found if job is not None}
 
 
 def snapshot_body(*, job_id: str, user_public_id: str | None, snapshot: SnapshotRow) -> str:

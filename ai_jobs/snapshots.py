@@ -18,15 +18,15 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.selectors import public_id_of
+from ai_jobs import queries
 from ai_jobs.models import AiJobSnapshot
 from config.ids import new_id
-from config.sql import execute, placeholders
+from config.sql import execute
 from learning.snapshots import document
 
 SNAPSHOT_SCHEMA_VERSION = "v1"
-TABLE = AiJobSnapshot._meta.db_table
-_COLUMNS = ("id", "user_id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
-_ATTNAMES = _COLUMNS  # every concrete field but payload, which stays deferred
+# Every concrete field but payload, which stays deferred.
+_ATTNAMES = ("id", "user_id", "target_type", "target_id", "schema_version", "created_at", "expires_at")
 
 
 def build_data(*, user: AbstractBaseUser, target_type: str, target_id: str) -> dict[str, Any]:
@@ -49,20 +49,16 @@ def snapshot_create(
     learner's, when the caller has just read their settings (else read here)."""
     now = timezone.now()
     text = build_text(user=user, target_type=target_type, target_id=target_id, timezone_name=timezone_name)
-    values = [
-        new_id("snap"),
-        user.pk,
-        target_type,
-        str(target_id),
-        SNAPSHOT_SCHEMA_VERSION,
-        now,
-        now + timedelta(seconds=settings.AI_JOB_SNAPSHOT_TTL_SECONDS),
-    ]
-    payload = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
-    execute(
-        f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}, payload) VALUES ({placeholders(values)}, {payload})",
-        [*values, text],
-    )
-    snapshot = AiJobSnapshot.from_db(connection.alias, _ATTNAMES, values)
+    values = {
+        "id": new_id("snap"),
+        "user_id": user.pk,
+        "target_type": target_type,
+        "target_id": str(target_id),
+        "schema_version": SNAPSHOT_SCHEMA_VERSION,
+        "created_at": now,
+        "expires_at": now + timedelta(seconds=settings.AI_JOB_SNAPSHOT_TTL_SECONDS),
+    }
+    execute(queries.INSERT_SNAPSHOT, {**values, "payload": text})
+    snapshot = AiJobSnapshot.from_db(connection.alias, _ATTNAMES, [values[name] for name in _ATTNAMES])
     snapshot.payload_text = text
     return snapshot

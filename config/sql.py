@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
-from django.db.models import Field, Model
+from django.db.models import NOT_PROVIDED, Field, Model
 from django.utils import timezone
 from psycopg import pq
 
@@ -79,18 +79,19 @@ def placeholders(values: Sequence[Any]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-_INSERTS: dict[tuple[str, str, int, str], str] = {}
+_INSERTS: dict[tuple[str, str, tuple[str, ...], int, str], str] = {}
 # Fields whose values the database needs prepared (JSON dumped, datetimes and decimals
 # adapted); the others take a plain str, int, float or bool as it is.
 _PREPARED = frozenset({"JSONField", "DateTimeField", "DateField", "TimeField", "DecimalField", "UUIDField"})
 _PLAIN = (str, int, float, bool)
-# Per model, each concrete field's attname, whether it is dated now when missing, and
-# whether its value needs preparing: what insert_rows would otherwise ask every field
-# of every row.
-_PLANS: dict[type[Model], list[tuple[Field, str, bool, bool]]] = {}  # type: ignore[type-arg]
+# Per model, each concrete field's attname, whether it is dated now when missing, whether
+# its value needs preparing, and whether the database gives it its value when missing
+# (an auto-incremented key, a ``db_default``): what insert_rows would otherwise ask
+# every field of every row.
+_PLANS: dict[type[Model], list[tuple[Field, str, bool, bool, bool]]] = {}  # type: ignore[type-arg]
 
 
-def _plan(model: type[Model]) -> list[tuple[Field, str, bool, bool]]:  # type: ignore[type-arg]
+def _plan(model: type[Model]) -> list[tuple[Field, str, bool, bool, bool]]:  # type: ignore[type-arg]
     plan = _PLANS.get(model)
     if plan is None:
         plan = _PLANS[model] = [
@@ -99,6 +100,7 @@ def _plan(model: type[Model]) -> list[tuple[Field, str, bool, bool]]:  # type: i
                 field.attname,
                 bool(getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)),
                 field.get_internal_type() in _PREPARED,
+                getattr(field, "db_returning", False) or field.db_default is not NOT_PROVIDED,
             )
             for field in model._meta.concrete_fields
         ]
@@ -107,27 +109,29 @@ def _plan(model: type[Model]) -> list[tuple[Field, str, bool, bool]]:  # type: i
 
 def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: str = "") -> list[tuple[Any, ...]]:
     """One multi-row ``INSERT ... VALUES (...), (...)`` of ``rows`` (each a dict of
-    field attnames; a missing field takes its default), with ``suffix`` after it
-    (``ON CONFLICT DO NOTHING RETURNING ...``): the rows it returns. The statement's
-    text is built once per model, row count and suffix, and each value is prepared by
-    its field as the ORM would (JSON, decimals, datetimes on either database), so the
-    hot path compiles no ORM query."""
+    field attnames, all with the same keys), with ``suffix`` after it (``ON CONFLICT DO
+    NOTHING RETURNING ...``): the rows it returns. As the ORM would insert them: a
+    missing field takes its default (``auto_now`` fields the time), or is left to the
+    database when it gives one (an auto-incremented key, ``db_default``), and each value
+    is prepared by its field (JSON, decimals, datetimes on either database). The
+    statement's text is built once per model, columns, row count and suffix, so the hot
+    path compiles no ORM query."""
     if not rows:
         return []
     db = connections[DEFAULT_DB_ALIAS]  # resolved once, not per value through the proxy
-    fields = model._meta.concrete_fields
-    key = (db.vendor, model._meta.db_table, len(rows), suffix)
+    given = rows[0].keys()
+    plan = [step for step in _plan(model) if step[1] in given or not step[4]]
+    key = (db.vendor, model._meta.db_table, tuple(step[1] for step in plan), len(rows), suffix)
     sql = _INSERTS.get(key)
     if sql is None:
-        columns = ", ".join(db.ops.quote_name(field.column) for field in fields)
-        row = f"({', '.join(['%s'] * len(fields))})"
+        columns = ", ".join(db.ops.quote_name(field.column) for field, *_ in plan)
+        row = f"({', '.join(['%s'] * len(plan))})"
         sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([row] * len(rows))} {suffix}".strip()
         _INSERTS[key] = sql
     params: list[Any] = []
     now = None
-    plan = _plan(model)
     for values in rows:
-        for field, attname, dated, prepared in plan:
+        for field, attname, dated, prepared, _ in plan:
             if attname in values:
                 value = values[attname]
             elif dated:

@@ -152,7 +152,8 @@ def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_
         [(name, types)] = cursor.fetchall()
         cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
-            values = {"timestamp with time zone": "now()", "bigint": "1", "integer": "1", "smallint": "1"}
+            values = {"timestamp with time zone": "now()", "bigint": "1", "integer": "1", "smallint": "1",
+                      "boolean": "false", "text[]": "ARRAY['learning_state_analysis']"}  # fmt: skip
             arguments = ", ".join(values.get(kind, "'learning_state_analysis'") for kind in types)
             cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name}({arguments})")
             plan = json.dumps(cursor.fetchone()[0])

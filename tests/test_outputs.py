@@ -277,7 +277,7 @@ def test_the_knowledge_base_prefetch_is_batched_for_a_50_question_result(
     with django_assert_max_num_queries(20) as captured:
         response = runtime.result(job.id, lock["attemptNo"], output)
     assert response.status_code == 200
-    sqls = [q["sql"] for q in captured.captured_queries]
+    sqls = [" ".join(q["sql"].replace('"', "").split()) for q in captured.captured_queries]
     prefetches = [sql for sql in sqls if sql.startswith("SELECT") and "FROM ai_quiz_question " in sql]
     # The whole output is offered in one INSERT ... ON CONFLICT DO NOTHING RETURNING; the one
     # read is of who holds the 25 keys already taken.

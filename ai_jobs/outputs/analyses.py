@@ -1,4 +1,4 @@
-"""How analyses, weak points and recommendations are stored (contract §5): one
+"""How analyses, weak points and recommendations are stored: one
 analysis per job, one weak-point candidate or recommendation per entry of the
 output, all of a kind in one multi-row ``INSERT`` (``config.sql.insert_rows``: a
 fixed statement, not an ORM query compiled per result). Each store returns what
@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import connection
 from django.db.models import Model
 
 from accounts.selectors import ME
+from ai_jobs import queries
 from ai_jobs.models import (
     AiLearningAnalysis,
     AiRuntimeJob,
@@ -28,7 +30,7 @@ from ai_jobs.models import (
 )
 from ai_jobs.outputs.common import Stored, base_fields, ordered_ids, own_points, point
 from config.ids import new_id
-from config.sql import fetch, insert_rows, placeholders
+from config.sql import fetch, insert_rows
 from learning.models import KnowledgeBase, KnowledgePoint, Material
 
 
@@ -95,13 +97,21 @@ def _own_targets(job: AiRuntimeJob, entries: Sequence[dict[str, Any]]) -> set[tu
             wanted.setdefault(target_type, set()).add(target_id)
     if not wanted:
         return set()
-    selects, params = [], []
-    for target_type, object_ids in wanted.items():
-        ids = sorted(object_ids)
-        table = _OWNED_TARGETS[target_type]._meta.db_table
-        selects.append(f"SELECT %s, id FROM {table} WHERE user_id = %s AND id IN ({placeholders(ids)})")
-        params += [target_type, job.user_id, *ids]
-    return {(str(kind), str(object_id)) for kind, object_id in fetch(" UNION ALL ".join(selects), params)}
+    if connection.vendor != "postgresql":  # no arrays: the ORM, a query per type named
+        return {
+            (target_type, str(object_id))
+            for target_type, object_ids in wanted.items()
+            for object_id in _OWNED_TARGETS[target_type]
+            .objects.filter(user_id=job.user_id, id__in=object_ids)
+            .values_list("id", flat=True)
+        }
+    params = {
+        "user_id": job.user_id,
+        "material_ids": sorted(wanted.get(TargetType.MATERIAL, ())),
+        "knowledge_point_ids": sorted(wanted.get(TargetType.KNOWLEDGE_POINT, ())),
+        "knowledge_base_ids": sorted(wanted.get(TargetType.KNOWLEDGE_BASE, ())),
+    }
+    return {(str(kind), str(object_id)) for kind, object_id in fetch(queries.OWN_TARGETS, params)}
 
 
 def _action_target(

@@ -7,9 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import connection
+
+from ai_jobs import queries
 from ai_jobs.models import AiRuntimeJob, AiRuntimeResult
 from config.ids import new_id
-from config.sql import fetch, placeholders
+from config.sql import fetch
 from learning.models import KnowledgePoint
 
 # What a store function learned while storing (counts, the id of what it wrote): the
@@ -39,12 +42,9 @@ def own_points(job: AiRuntimeJob, ids: Iterable[str | None]) -> set[str]:
     wanted = {point_id for point_id in ids if point_id}
     if not wanted:
         return set()
-    ids = sorted(wanted)
-    rows = fetch(
-        f"SELECT id FROM {KnowledgePoint._meta.db_table} WHERE user_id = %s AND id IN ({placeholders(ids)})",
-        [job.user_id, *ids],
-    )
-    return {str(row[0]) for row in rows}
+    if connection.vendor != "postgresql":  # no arrays: the ORM
+        return set(KnowledgePoint.objects.filter(user_id=job.user_id, id__in=wanted).values_list("id", flat=True))
+    return {str(row[0]) for row in fetch(queries.OWN_POINTS, {"user_id": job.user_id, "ids": sorted(wanted)})}
 
 
 def point(entry: dict[str, Any], own: set[str]) -> str | None:

@@ -1,5 +1,4 @@
-"""How quiz questions and flashcards are stored (contract §5, seed 002 v1.1
-``convertQuizCandidates`` / ``convertFlashcardCandidates``): the output's entries as
+"""How quiz questions and flashcards are stored: the output's entries as
 candidates, as the model wrote them, then published into the job's knowledge base.
 
 A candidate whose normalised stem (front) the knowledge base already has, or that
@@ -24,6 +23,7 @@ from typing import Any
 
 from django.db import connection
 
+from ai_jobs import queries
 from ai_jobs.models import (
     AiRuntimeJob,
     AiRuntimeResult,
@@ -35,7 +35,7 @@ from ai_jobs.models import (
     TargetType,
 )
 from ai_jobs.outputs.common import Stored, base_fields, ordered_ids, own_points, point
-from config.sql import fetch, insert_rows, placeholders
+from config.sql import fetch, insert_rows
 from learning.models import KnowledgeBase
 
 # --- normalisation -------------------------------------------------------------------------
@@ -80,12 +80,12 @@ def _knowledge_base_locked(job: AiRuntimeJob) -> KnowledgeBase | None:
     commit (SQLite has no row locks: its writers take turns for the whole database)."""
     if job.target_type != TargetType.KNOWLEDGE_BASE:
         return None
-    lock = " FOR NO KEY UPDATE" if connection.features.has_select_for_no_key_update else ""
-    rows = fetch(
-        f"SELECT id FROM {KnowledgeBase._meta.db_table} WHERE id = %s AND user_id = %s{lock}",
-        [job.target_id, job.user_id],
-    )
-    return KnowledgeBase(id=rows[0][0], user_id=job.user_id) if rows else None
+    if connection.vendor == "postgresql":
+        rows = fetch(queries.KNOWLEDGE_BASE_LOCKED, {"knowledge_base_id": job.target_id, "user_id": job.user_id})
+        found = rows[0][0] if rows else None
+    else:
+        found = KnowledgeBase.objects.filter(id=job.target_id, user_id=job.user_id).values_list("id", flat=True).first()
+    return KnowledgeBase(id=found, user_id=job.user_id) if found is not None else None
 
 
 def _publish(
@@ -114,19 +114,27 @@ def _publish(
     inserted = insert_rows(model, rows, suffix=f"ON CONFLICT DO NOTHING RETURNING {key_field}, id")
     holders = {str(key): str(row_id) for key, row_id in inserted}
     mine = set(holders)
-    held = sorted(key for key in first_of_key if key not in holders)
-    if held:  # who holds the others: an earlier job, or a writer that got there first
-        found = fetch(
-            f"SELECT {key_field}, id FROM {model._meta.db_table} WHERE knowledge_base_id = %s "
-            f"AND {key_field} IN ({placeholders(held)})",
-            [knowledge_base_id, *held],
-        )
-        holders.update((str(key), str(row_id)) for key, row_id in found)
+    taken = sorted(key for key in first_of_key if key not in holders)
+    if taken:  # who holds the others: an earlier job, or a writer that got there first
+        holders.update((str(key), str(row_id)) for key, row_id in _holders(model, key_field, knowledge_base_id, taken))
     outcome: list[tuple[str, str | None]] = []
     for position, key in enumerate(keys):
         published = key in mine and first_of_key[key] == position
         outcome.append((CandidateStatus.PUBLISHED if published else CandidateStatus.DUPLICATE, holders.get(key)))
     return outcome
+
+
+_HOLDERS = {QuizQuestion: queries.QUESTION_HOLDERS, Flashcard: queries.FLASHCARD_HOLDERS}
+
+
+def _holders(
+    model: type[QuizQuestion] | type[Flashcard], key_field: str, knowledge_base_id: str, keys: list[str]
+) -> list[tuple[str, str]]:
+    """The rows of the knowledge base holding ``keys``, as ``(key, id)``."""
+    if connection.vendor == "postgresql":
+        return [tuple(row) for row in fetch(_HOLDERS[model], {"knowledge_base_id": knowledge_base_id, "keys": keys})]
+    rows = model.objects.filter(knowledge_base_id=knowledge_base_id, **{f"{key_field}__in": keys})  # no arrays
+    return list(rows.values_list(key_field, "id"))
 
 
 @dataclass(frozen=True)

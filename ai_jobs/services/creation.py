@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from accounts.selectors import public_id_of, resolve_me
-from ai_jobs import job_types, selectors
+from ai_jobs import job_types, queries, selectors
 from ai_jobs.models import AiRuntimeJob, ApiKeyMode, TargetType
 from ai_jobs.services.jobs import job_create
 from ai_jobs.snapshots import snapshot_create
@@ -33,12 +33,6 @@ def _platform_admit() -> str:
     return state
 
 
-_IDEMPOTENT_PROBE_SQL = (
-    f"SELECT id FROM {AiRuntimeJob._meta.db_table} WHERE user_id = %s AND job_type = %s AND target_type = %s "
-    "AND target_id = %s AND idempotency_key = %s"
-)
-
-
 @dataclass(frozen=True)
 class SubmittedJob:
     job: AiRuntimeJob
@@ -52,7 +46,8 @@ def _existing(
         return None
     # A fixed probe first: the usual answer is "none", and the full row (with its
     # public ids) is built by the ORM only for the repeat that finds one.
-    if not fetch(_IDEMPOTENT_PROBE_SQL, [user.pk, job_type, target_type, target_id, key]):
+    probe = {"user_id": user.pk, "job_type": job_type, "target_type": target_type, "target_id": target_id, "key": key}
+    if not fetch(queries.IDEMPOTENT_PROBE, probe):
         return None
     return selectors.with_public_ids(
         AiRuntimeJob.objects.filter(

@@ -1,5 +1,5 @@
-"""Invocation logs (contract §3): a runtime's model-call telemetry, and the rule that
-every model call counts against the user's and the platform's day."""
+"""Invocation logs: a runtime's model-call telemetry, and the rule that every model
+call counts against the user's and the platform's day."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ai_jobs import metrics
+from ai_jobs import metrics, queries
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob
 from config.errors import DomainError, ErrorCode
-from config.sql import adapt, fetch, placeholders
+from config.sql import fetch, insert_rows
 from quotas import services as quotas
 
+# What a log carries besides its job, attempt and runtime; a field a log leaves out (or
+# sends as null) takes the model's default.
 _LOG_FIELDS = (
     "provider",
     "model_name",
@@ -31,12 +33,8 @@ _LOG_FIELDS = (
     "cost_cents",
     "error_code",
 )
-
-
-_LOG_TABLE = AiInvocationLog._meta.db_table
-_LOG_COLUMNS = ("job_id", "attempt_no", "runtime_instance_id", *_LOG_FIELDS, "created_at")
-_JOB_TABLE = AiRuntimeJob._meta.db_table
-_DEFAULTS = {"provider": "deepseek", "model_name": "", "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+_FIELD = {name: AiInvocationLog._meta.get_field(name) for name in _LOG_FIELDS}
+_RETURNING = "ON CONFLICT DO NOTHING RETURNING total_tokens, cost_cents, error_code"
 
 
 @dataclass(frozen=True)
@@ -52,13 +50,8 @@ def invocation_logs_none() -> Calls:
     return Calls(tokens=0, cost_cents=Decimal(0))
 
 
-def _values(job_id: str, instance_id: str, logs: Sequence[dict[str, Any]], now: dt.datetime) -> list[Any]:
-    values: list[Any] = []
-    for log in logs:
-        fields = {**_DEFAULTS, **{field: log[field] for field in _LOG_FIELDS if log.get(field) is not None}}
-        fields.setdefault("cost_cents", Decimal(0))
-        values += [job_id, log["attempt_no"], instance_id, *(fields.get(field) for field in _LOG_FIELDS), now]
-    return [adapt(value) for value in values]
+def _fields(log: dict[str, Any]) -> dict[str, Any]:
+    return {name: _FIELD[name].get_default() if log.get(name) is None else log[name] for name in _LOG_FIELDS}
 
 
 def _counted(inserted: Sequence[tuple[Any, ...]]) -> Calls:
@@ -75,10 +68,6 @@ def _bad_attempts(logs: Sequence[dict[str, Any]], attempt_no: int) -> dict[str, 
     }
 
 
-_ROW = f"({placeholders(_LOG_COLUMNS)})"
-_RETURNING = "RETURNING total_tokens, cost_cents, error_code"
-
-
 def invocation_logs_store(
     *, job: AiRuntimeJob, instance_id: str, logs: Sequence[dict[str, Any]], now: dt.datetime, field: str = "logs"
 ) -> Calls:
@@ -88,23 +77,12 @@ def invocation_logs_store(
     bad = _bad_attempts(logs, job.attempt_no)
     if bad:
         raise DomainError(ErrorCode.VALIDATION_ERROR, "A log names an attempt the job never had", fields={field: bad})
-    inserted = fetch(
-        f"INSERT INTO {_LOG_TABLE} ({', '.join(_LOG_COLUMNS)}) VALUES {', '.join([_ROW] * len(logs))} "
-        f"ON CONFLICT DO NOTHING {_RETURNING}",
-        _values(job.id, instance_id, logs, now),
-    )
-    return _counted(inserted)
-
-
-_CASTS: dict[str, str] = {}
-
-
-def _typed_row() -> str:
-    """A row of ``VALUES`` whose columns PostgreSQL need not guess: each cast to its column's type."""
-    if "row" not in _CASTS:
-        fields = {f.column: f for f in AiInvocationLog._meta.concrete_fields}
-        _CASTS["row"] = "(" + ", ".join(f"CAST(%s AS {fields[c].db_type(connection)})" for c in _LOG_COLUMNS) + ")"
-    return _CASTS["row"]
+    rows = [
+        {"job_id": job.id, "attempt_no": log["attempt_no"], "runtime_instance_id": instance_id, **_fields(log),
+         "created_at": now}
+        for log in logs
+    ]  # fmt: skip
+    return _counted(insert_rows(AiInvocationLog, rows, suffix=_RETURNING))
 
 
 def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict[str, Any]]) -> int:
@@ -112,24 +90,18 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
     from a runtime that lost its lease: they are history, not a transition. A log
     sent twice (same job, attempt and request id) is stored once.
 
-    Every model call counts (contract §3): a log with an ``errorCode`` (a call that
+    Every model call counts: a log with an ``errorCode`` (a call that
     did not end in the accepted result) adds its tokens and cost to the user's day
     and, platform key, the platform's, in the transaction that stores it.
 
-    On PostgreSQL the usual case is ONE statement: the logs joined to their job,
+    On PostgreSQL the usual case is one statement (``queries.RECORD_LOGS``): the logs joined to their job,
     which checks the job and each log's attempt as it inserts; only when fewer rows
     went in than were sent (a missing job, a bad attempt, a resend) is the job read
     to say why. SQLite reads the job first."""
     now = timezone.now()
     with transaction.atomic():
         if connection.vendor == "postgresql":
-            inserted = fetch(
-                f"INSERT INTO {_LOG_TABLE} ({', '.join(_LOG_COLUMNS)}) SELECT v.* FROM (VALUES "
-                f"{', '.join([_typed_row()] * len(logs))}) AS v ({', '.join(_LOG_COLUMNS)}) "
-                f"JOIN {_JOB_TABLE} j ON j.id = v.job_id WHERE v.attempt_no BETWEEN 1 AND j.attempt_no "
-                f"ON CONFLICT DO NOTHING {_RETURNING}",
-                _values(job_id, instance_id, logs, now),
-            )
+            inserted = fetch(queries.RECORD_LOGS, _columns(job_id, instance_id, logs, now))
             job = None
             if len(inserted) < len(logs) or any(code for _, _, code in inserted):
                 job = _job(job_id)
@@ -157,6 +129,30 @@ def invocation_logs_record(*, job_id: str, instance_id: str, logs: Sequence[dict
         if job is not None:
             metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=calls.tokens)
     return len(logs)
+
+
+# queries.RECORD_LOGS's arrays, one per field, by the statement's parameter names.
+_ARRAYS = {
+    "provider": "providers",
+    "model_name": "model_names",
+    "request_id": "request_ids",
+    "started_at": "started_ats",
+    "latency_ms": "latencies_ms",
+    "http_status": "http_statuses",
+    "prompt_tokens": "prompt_tokens",
+    "completion_tokens": "completion_tokens",
+    "total_tokens": "total_tokens",
+    "cost_cents": "costs_cents",
+    "error_code": "error_codes",
+}
+
+
+def _columns(job_id: str, instance_id: str, logs: Sequence[dict[str, Any]], now: dt.datetime) -> dict[str, Any]:
+    rows = [_fields(log) for log in logs]
+    params: dict[str, Any] = {"job_id": job_id, "instance_id": instance_id, "now": now}
+    params["attempt_nos"] = [log["attempt_no"] for log in logs]
+    params.update({array: [row[name] for row in rows] for name, array in _ARRAYS.items()})
+    return params
 
 
 def _job(job_id: str) -> AiRuntimeJob | None:

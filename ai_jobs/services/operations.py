@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from ai_jobs import selectors
-from ai_jobs.models import QueueSample, RuntimeInstance
+from ai_jobs import queries, selectors
+from ai_jobs.models import QueueSample
 from config.observability.logging import Throttled
 from config.sql import execute
 
@@ -36,13 +36,10 @@ def runtime_seen(*, instance_id: str, heartbeat: bool = False) -> bool:
         if len(_seen_written) > 10_000:  # instance ids come and go (host-pid): forget old ones
             _seen_written.clear()
     now = timezone.now()
-    table = RuntimeInstance._meta.db_table
     try:
         execute(
-            f"INSERT INTO {table} (instance_id, first_seen_at, last_seen_at, last_heartbeat_at) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, "
-            f"last_heartbeat_at = COALESCE(EXCLUDED.last_heartbeat_at, {table}.last_heartbeat_at)",
-            [instance_id, now, now, now if heartbeat else None],
+            queries.RUNTIME_SEEN,
+            {"instance_id": instance_id, "now": now, "heartbeat_at": now if heartbeat else None},
         )
     except DatabaseError as error:
         with _seen_lock:

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.selectors import user_known_as
-from ai_jobs import held, job_types, metrics, output_schemas, selectors, transitions
+from ai_jobs import held, job_types, metrics, output_schemas, queries, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     AiRuntimeJob,
@@ -170,8 +170,10 @@ def job_claim_started(
     ``CREDENTIAL_RESOLVE_FAILED``, as the reference runtime reports it. Neither is in
     the answer."""
     jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True)
-    rows = held.claimed_jobs(job_ids=[job.id for job in jobs], snapshot=snapshot, credential=credential)
     now = timezone.now()
+    rows = held.claimed_jobs(
+        job_ids=[job.id for job in jobs], instance_id=instance_id, now=now, snapshot=snapshot, credential=credential
+    )
     started = []
     for job in jobs:
         row = rows.get(job.id)
@@ -252,9 +254,6 @@ def job_snapshot(*, job_id: str, instance_id: str) -> str:
     return _snapshot_text(_held(job_id, instance_id, snapshot=True), timezone.now())
 
 
-_SNAPSHOT_SET_SQL = f"UPDATE {AiRuntimeJob._meta.db_table} SET snapshot_id = %s, updated_at = %s WHERE id = %s"
-
-
 def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
     snapshot = job.snapshot
     if snapshot is None or snapshot.expires_at <= now:
@@ -266,7 +265,7 @@ def _snapshot_text(job: held.HeldJob, now: dt.datetime) -> str:
         built = snapshot_create(
             user=user, target_type=job.target_type, target_id=job.target_id, timezone_name=job.timezone_name
         )
-        execute(_SNAPSHOT_SET_SQL, [built.id, timezone.now(), job.id])
+        execute(queries.SET_SNAPSHOT, {"snapshot_id": built.id, "now": timezone.now(), "job_id": job.id})
         snapshot = held.SnapshotRow(
             id=built.id,
             target_type=built.target_type,

@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
-    """Return lapsed work to the queue (seed 000 §5.4, §6.1): a job whose lease
+    """Return lapsed work to the queue: a job whose lease
     lapsed or whose attempt ran past ``timeoutSeconds`` becomes ``expired`` and then
     ``pending`` with ``retryCount + 1``, or ``failed`` (``JOB_TIMEOUT``) when no
     retries remain. Each batch is its own short transaction and the cursor moves
@@ -33,8 +33,8 @@ def jobs_reap(*, batch_size: int | None = None) -> Counter[str]:
             ids = transitions.lapsed_ids(after_id=cursor, now=now, limit=batch)
             if not ids:
                 break
-            totals["expired"] += len(transitions.expire(job_ids=ids, now=now))
-            settled = transitions.settle_expired(job_ids=ids, now=now)
+            totals["expired"] += len(transitions.expire(after_id=cursor, last_id=ids[-1], now=now))
+            settled = transitions.settle_expired(after_id=cursor, last_id=ids[-1], now=now)
             totals.update(job.status for job in settled)
             # The timed-out jobs' notices, in the transaction that failed them.
             notification_write_failed(
