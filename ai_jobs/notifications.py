@@ -1,4 +1,4 @@
-"""The user's notices that a job finished (seed 002 v1.1 ``notifyJobComplete``).
+"""The user's notices that a job finished.
 
 The notice is a row written in the job's own final transaction: the result's, the
 runtime's final ``fail``, the reaper's ``JOB_TIMEOUT``. It is visible when that

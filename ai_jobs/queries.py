@@ -98,20 +98,19 @@ WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(inst
         WHERE s.user_id = ai_runtime_job.user_id), %(enabled_by_default)s))
 RETURNING job_type"""
 
-# The holder of this attempt reports a failure. The retry policy: a job whose cancel was
-# requested, or that reports ``cancelled``, ends cancelled; a ``retryable`` failure with
-# retries left goes back to pending, available again at ``retry_at``; any other ends failed.
+# The holder of this attempt reports a failure. The retry policy, decided once as the
+# attempt's ``outcome``: a job whose cancel was requested, or that reports ``cancelled``,
+# ends cancelled; a ``retryable`` failure with retries left goes back to pending, available
+# again at ``retry_at``, with one more retry counted; any other ends failed.
 FAIL = """UPDATE ai_runtime_job
-SET status = CASE WHEN cancel_requested OR %(cancelled)s THEN 'cancelled'
-        WHEN %(retryable)s AND retry_count < max_retry_count THEN 'pending' ELSE 'failed' END,
-    retry_count = CASE WHEN %(retryable)s AND NOT cancel_requested AND NOT %(cancelled)s
-        AND retry_count < max_retry_count THEN retry_count + 1 ELSE retry_count END,
-    available_at = CASE WHEN %(retryable)s AND NOT cancel_requested AND NOT %(cancelled)s
-        AND retry_count < max_retry_count THEN %(retry_at)s ELSE available_at END,
-    finished_at = CASE WHEN %(retryable)s AND NOT cancel_requested AND NOT %(cancelled)s
-        AND retry_count < max_retry_count THEN NULL ELSE %(now)s END,
-    locked_by = CASE WHEN %(retryable)s AND NOT cancel_requested AND NOT %(cancelled)s
-        AND retry_count < max_retry_count THEN NULL ELSE locked_by END,
+SET (status, retry_count, available_at, finished_at, locked_by) = (
+        SELECT outcome,
+            CASE WHEN outcome = 'pending' THEN retry_count + 1 ELSE retry_count END,
+            CASE WHEN outcome = 'pending' THEN %(retry_at)s ELSE available_at END,
+            CASE WHEN outcome = 'pending' THEN NULL ELSE %(now)s END,
+            CASE WHEN outcome = 'pending' THEN NULL ELSE locked_by END
+        FROM (SELECT CASE WHEN cancel_requested OR %(cancelled)s THEN 'cancelled'
+            WHEN %(retryable)s AND retry_count < max_retry_count THEN 'pending' ELSE 'failed' END AS outcome) policy),
     lock_until = NULL, deadline_ms = NULL, error_code = %(error_code)s, error_message = %(error_message)s,
     updated_at = %(now)s
 WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
@@ -135,20 +134,21 @@ WHERE status IN ('locked', 'running') AND id > %(after_id)s AND id <= %(last_id)
     AND (lock_until < %(now)s OR deadline_ms < %(now_ms)s)
 RETURNING id"""
 
-# expired → pending with one more retry while retries remain, else failed with
-# JOB_TIMEOUT; a job whose cancel was requested ends cancelled.
+# expired → pending, by FAIL's retry policy for a retryable failure (its outcome decided
+# once): a job whose cancel was requested ends cancelled (JOB_CANCELLED), one with retries
+# left goes back to pending at once, any other ends failed (JOB_TIMEOUT).
 SETTLE_EXPIRED = """UPDATE ai_runtime_job
-SET status = CASE WHEN cancel_requested THEN 'cancelled'
-        WHEN retry_count < max_retry_count THEN 'pending' ELSE 'failed' END,
-    retry_count = CASE WHEN NOT cancel_requested AND retry_count < max_retry_count
-        THEN retry_count + 1 ELSE retry_count END,
-    available_at = CASE WHEN NOT cancel_requested AND retry_count < max_retry_count
-        THEN %(now)s ELSE available_at END,
-    finished_at = CASE WHEN NOT cancel_requested AND retry_count < max_retry_count THEN NULL ELSE %(now)s END,
-    locked_by = CASE WHEN NOT cancel_requested AND retry_count < max_retry_count THEN NULL ELSE locked_by END,
-    error_code = CASE WHEN cancel_requested THEN 'JOB_CANCELLED' ELSE 'JOB_TIMEOUT' END,
-    error_message = CASE WHEN cancel_requested THEN 'Cancelled; the lease lapsed before the runtime confirmed'
-        ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END,
+SET (status, retry_count, available_at, finished_at, locked_by, error_code, error_message) = (
+        SELECT outcome,
+            CASE WHEN outcome = 'pending' THEN retry_count + 1 ELSE retry_count END,
+            CASE WHEN outcome = 'pending' THEN %(now)s ELSE available_at END,
+            CASE WHEN outcome = 'pending' THEN NULL ELSE %(now)s END,
+            CASE WHEN outcome = 'pending' THEN NULL ELSE locked_by END,
+            CASE WHEN outcome = 'cancelled' THEN 'JOB_CANCELLED' ELSE 'JOB_TIMEOUT' END,
+            CASE WHEN outcome = 'cancelled' THEN 'Cancelled; the lease lapsed before the runtime confirmed'
+                ELSE 'The lease lapsed or the attempt ran past timeoutSeconds' END
+        FROM (SELECT CASE WHEN cancel_requested THEN 'cancelled'
+            WHEN retry_count < max_retry_count THEN 'pending' ELSE 'failed' END AS outcome) policy),
     deadline_ms = NULL, updated_at = %(now)s
 WHERE status = 'expired' AND id > %(after_id)s AND id <= %(last_id)s
 RETURNING id, status, job_type, user_id, target_type, target_id, error_code"""

@@ -1,4 +1,4 @@
-"""Database connections (issue 12): Celery tasks keep their connection from task to task
+"""Database connections: Celery tasks keep their connection from task to task
 (Celery's Django fix-up would open one per task), and one the database dropped costs no
 task; the health check before a connection is reused costs no round trip; a statement
 run again is prepared."""
@@ -131,14 +131,14 @@ def test_a_statement_run_again_is_prepared_so_postgresql_plans_it_no_more():
 def test_the_prepared_claims_generic_plan_finds_its_rows_by_index_not_by_a_scan_of_the_queue():
     """Once prepared, PostgreSQL may run a statement with a generic plan, made without
     the parameters' values (the claim's LIMIT among them). ``id IN (SELECT id FROM
-    picked)`` was then planned as a hash join over a scan of every pending row (1 ms at
-    3,000 and growing with the queue); the claims now name their rows so that even the
+    picked)`` was then planned as a hash join over a scan of every pending row (its
+    time growing with the queue); the claims now name their rows so that even the
     generic plan looks them up by index."""
     from ai_jobs import services
     from ai_jobs.models import AiRuntimeJob
     from tests.support.factories import JobFactory
 
-    # A queue of 5,000 (copies of one job): big enough that a scan is no plan's choice.
+    # A queue of copies of one job, big enough that a scan is no plan's choice.
     JobFactory()
     _copy_the_one_row(AiRuntimeJob, 5000)
     with connection.cursor() as cursor:

@@ -192,7 +192,7 @@ def test_a_platform_model_failure_counts_for_the_breaker_in_one_more_statement()
     assert PlatformCircuitBreaker.objects.get().consecutive_failures == 1
 
 
-# --- invocationLogs with the result (contract §3), on both databases ------------------------------
+# --- invocationLogs with the result, on both databases ------------------------------------------
 
 
 @pytest.mark.embedded

@@ -1,4 +1,4 @@
-"""What a job's result becomes: its outputs (contract §5, seed 002 v1.1 ``persistResult``).
+"""What a job's result becomes: its outputs.
 
 A job type's declaration (``ai_jobs.job_types``) names how its output is stored (a
 store function of ``analyses`` or ``publishing``, run inside the result's

@@ -10,7 +10,7 @@ the same knowledge base take turns and it cannot be deleted under them; the uniq
 ``(knowledge_base, key)`` constraint with ``ON CONFLICT DO NOTHING`` settles any
 writer that does not take that lock, and a check of what actually went in decides
 each candidate's status. (The digest of the normalised text, not the text, is
-unique: a btree entry of 2,000 CJK characters would pass PostgreSQL's size limit.)
+unique: a btree entry of a long CJK text would pass PostgreSQL's size limit.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``POST /ai/jobs``: the eleven steps of contract §4, in order."""
+"""``POST /ai/jobs``: its steps, in order, each refusal with its own code."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from quotas.models import CircuitState
 def _platform_admit() -> str:
     """The day's budgets, then the breaker and (half-open) the trial jobs already
     active. Returns the breaker's state. While today's budget is used up its own code
-    is the answer, though going over it opened the breaker (contract §4 step 8, seed
-    002 §2.2); once the day has turned an open breaker answers PLATFORM_CIRCUIT_OPEN."""
+    is the answer, though going over it opened the breaker; once the day has turned an
+    open breaker answers PLATFORM_CIRCUIT_OPEN."""
     state = quotas.platform_admit()
     if state == CircuitState.HALF_OPEN:
         quotas.half_open_admit(active_platform_jobs=selectors.active_platform_jobs())
@@ -68,13 +68,13 @@ def job_submit(
     priority: int = 0,
     params: dict[str, Any] | None = None,
 ) -> SubmittedJob:
-    """A user asks for an analysis. Each refusal carries the code of seed 002 §1.2."""
+    """A user asks for an analysis. Each refusal carries its own error code, checked in this order."""
     # 2. the job type
     declared = job_types.get(job_type)
     if declared is None:
         raise DomainError(ErrorCode.INVALID_JOB_TYPE, f"jobType must be one of {', '.join(job_types.names())}")
     # 3. the target type fits the job type, and the target is the user's ("me", or
-    # their own public id, for a user target: contract §2)
+    # their own public id, for a user target)
     if target_type not in declared.target_types:
         raise DomainError(
             ErrorCode.INVALID_TARGET_TYPE,

@@ -96,7 +96,7 @@ def without_standin_markers(value: Any) -> Any:
 @transaction.atomic
 def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
     """An operator reruns a failed job: a NEW job that records where it came from
-    (seed 000 §8.3), named on the failed one as its ``rerunAs``; the failed one stays
+    named on the failed one as its ``rerunAs``; the failed one stays
     as it is, and a second rerun of it is refused. Not for a user who has turned AI
     analysis off: an operator cannot give consent for them. The rerun's params lose the
     stand-in's fault markers: a job failed on purpose by one would only fail again."""
@@ -159,7 +159,7 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
 def ai_settings_update(*, user: AbstractBaseUser, by_staff: bool = False, **changes: Any) -> UserAiSettings:
     """Change a user's AI settings (``quotas.services.ai_settings_write``, same
     keywords). Turning AI analysis off withdraws consent: the user's pending jobs are
-    cancelled and their running ones asked to stop (seed 000 §9), in the same
+    cancelled and their running ones asked to stop, in the same
     transaction as the setting."""
     with transaction.atomic():
         ai_settings = quotas.ai_settings_write(user=user, by_staff=by_staff, **changes)

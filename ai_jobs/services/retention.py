@@ -1,4 +1,4 @@
-"""What retention deletes of the jobs and what hangs off them (contract §9), as
+"""What retention deletes of the jobs and what hangs off them as
 ``config.retention.Sweep`` kinds that ``ops.retention`` runs in this order:
 
 - ``snapshots``: a snapshot (the copy of the learner's data) once no job that uses
