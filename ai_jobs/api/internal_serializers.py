@@ -181,7 +181,7 @@ class HeartbeatSerializer(serializers.Serializer):
 
 
 class SnapshotSerializer(serializers.Serializer):
-    """The body of ``GET .../snapshot`` (``ai_jobs.held.snapshot_body`` writes it: this
+    """The body of ``GET .../snapshot`` (``ai_jobs.leases.snapshot_body`` writes it: this
     serializer is its schema)."""
 
     jobId = serializers.CharField(help_text="The job the snapshot was read for")

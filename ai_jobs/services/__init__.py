@@ -1,31 +1,19 @@
 """Every write to jobs, results, snapshots and invocation logs.
 
-``creation``: ``POST /ai/jobs``; ``jobs``: operating on jobs; ``protocol``: the runtime
-protocol (what a runtime does to the job it holds); ``invocation_logs``: its model
+``creation``: ``POST /ai/jobs``; ``jobs``: operating on jobs; the runtime protocol by
+phase: ``claims`` (taking and keeping a lease), ``handout`` (the snapshot and the model
+key, to the lease's holder), ``finish`` (the result or the failure); ``invocation_logs``: its model
 calls' telemetry, each counted; ``reaper``: returning lapsed work;
 ``operations``: what operators watch. Status changes go through ``ai_jobs.transitions``.
 """
 
+from ai_jobs.services.claims import StartedJob, job_claim, job_claim_started, job_heartbeat, job_lock
 from ai_jobs.services.creation import SubmittedJob, job_submit
+from ai_jobs.services.finish import FailOutcome, SubmittedResult, job_fail, result_persist, result_submit, retry_delay
+from ai_jobs.services.handout import ResolvedCredential, job_credential, job_snapshot
 from ai_jobs.services.invocation_logs import invocation_logs_record
 from ai_jobs.services.jobs import ai_settings_update, job_cancel, job_create, job_rerun, jobs_cancel
 from ai_jobs.services.operations import queue_sample_record, runtime_seen
-from ai_jobs.services.protocol import (
-    FailOutcome,
-    ResolvedCredential,
-    StartedJob,
-    SubmittedResult,
-    job_claim,
-    job_claim_started,
-    job_credential,
-    job_fail,
-    job_heartbeat,
-    job_lock,
-    job_snapshot,
-    result_persist,
-    result_submit,
-    retry_delay,
-)
 from ai_jobs.services.reaper import jobs_reap
 
 __all__ = [

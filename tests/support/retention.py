@@ -15,7 +15,7 @@ from rest_framework_simplejwt.token_blacklist.models import OutstandingToken
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob, Notification
 from ai_jobs.notifications import notification_create_for_job
 from ai_jobs.services import job_rerun
-from ai_jobs.services.protocol import job_snapshot
+from ai_jobs.services.handout import job_snapshot
 from asynch.models import AsynchModelStat
 from config.days import platform_day
 from quotas.models import ApiKeyMode, CircuitBreakerEvent, CircuitState, PlatformDailyUsage, UserAiUsage

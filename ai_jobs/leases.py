@@ -29,8 +29,8 @@ _DATETIME = DateTimeField()  # the wire's datetimes, exactly as the serializers 
 
 
 @dataclass(frozen=True)
-class HeldJob:
-    """A job as its holder's reads see it; ``snapshot_text`` is the stored payload."""
+class LeasedJob:
+    """A leased job as its holder's reads see it."""
 
     id: str
     user_id: int
@@ -67,7 +67,7 @@ def _aware(value: Any) -> dt.datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-def _held(row: Sequence[Any]) -> HeldJob:
+def _leased(row: Sequence[Any]) -> LeasedJob:
     """A row of queries.LEASED_JOB (or CLAIMED_JOBS): the job's columns, the public id,
     consent, the snapshot's, the user's timezone, the credential's."""
     snap = None
@@ -81,7 +81,7 @@ def _held(row: Sequence[Any]) -> HeldJob:
             expires_at=_aware(row[16]),
             payload_text=row[17],
         )
-    return HeldJob(
+    return LeasedJob(
         *row[:9],
         user_public_id=row[9],
         consents=bool(row[10]),
@@ -95,16 +95,18 @@ def _params(*, snapshot: bool, credential: bool) -> dict[str, Any]:
     return {"snapshot": snapshot, "credential": credential, "enabled_by_default": consents_by_default()}
 
 
-def held_job(*, job_id: str, instance_id: str, now: dt.datetime, snapshot: bool, credential: bool) -> HeldJob | None:
+def leased_job(
+    *, job_id: str, instance_id: str, now: dt.datetime, snapshot: bool, credential: bool
+) -> LeasedJob | None:
     """The job, if ``instance_id`` holds its live lease, with what was asked for."""
     params = {**_params(snapshot=snapshot, credential=credential), "job_id": job_id, "instance_id": instance_id}
     rows = fetch(queries.LEASED_JOB, {**params, "now": now})
-    return _held(rows[0]) if rows else None
+    return _leased(rows[0]) if rows else None
 
 
 def claimed_jobs(
     *, job_ids: Sequence[str], instance_id: str, now: dt.datetime, snapshot: bool, credential: bool
-) -> dict[str, HeldJob]:
+) -> dict[str, LeasedJob]:
     """Jobs just claimed by ``instance_id``, with what was asked for, in one statement
     (SQLite, which has no arrays: one per job)."""
     if not job_ids:
@@ -113,9 +115,9 @@ def claimed_jobs(
         rows = fetch(
             queries.CLAIMED_JOBS, {**_params(snapshot=snapshot, credential=credential), "job_ids": list(job_ids)}
         )
-        return {row[0]: _held(row) for row in rows}
+        return {row[0]: _leased(row) for row in rows}
     found = (
-        held_job(job_id=job_id, instance_id=instance_id, now=now, snapshot=snapshot, credential=credential)
+        leased_job(job_id=job_id, instance_id=instance_id, now=now, snapshot=snapshot, credential=credential)
         for job_id in job_ids
     )
     return {job.id: job for job in found if job is not None}

@@ -1,0 +1,184 @@
+"""Taking and keeping a job's lease: lock one job, claim the due ones (with
+``include``: handed out at once), heartbeat. Status changes go through
+``ai_jobs.transitions`` and nowhere else."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ai_jobs import leases, selectors, transitions
+from ai_jobs.models import (
+    ACTIVE_STATUSES,
+    AiRuntimeJob,
+    ApiKeyMode,
+    JobStatus,
+)
+from ai_jobs.services.finish import job_fail
+from ai_jobs.services.handout import (
+    ResolvedCredential,
+    cancel_for_withdrawn_consent,
+    refusal,
+    resolve_credential,
+    snapshot_text,
+)
+from config.errors import DomainError, ErrorCode, RuntimeErrorCode
+from quotas import selectors as quota_selectors
+from quotas import services as quotas
+from quotas.models import CircuitState
+
+logger = logging.getLogger(__name__)
+
+
+def lease_length() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AI_JOB_LOCK_SECONDS)
+
+
+def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
+    now = timezone.now()
+    job = transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=lease_length())
+    if job is not None:
+        return job
+    current = AiRuntimeJob.objects.filter(id=job_id).only("status", "available_at", "locked_by", "api_key_mode").first()
+    if current is None:
+        raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+    if current.status in ACTIVE_STATUSES:
+        raise DomainError(ErrorCode.JOB_ALREADY_LOCKED, f"Job {job_id} is locked by another runtime")
+    if current.status == JobStatus.PENDING and current.available_at > now:
+        raise DomainError(
+            ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is waiting for a retry until {current.available_at.isoformat()}"
+        )
+    if current.status == JobStatus.PENDING and current.api_key_mode == ApiKeyMode.PLATFORM_KEY:
+        locked = _trial(
+            lambda free: _listed(
+                transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=lease_length(), trial=True)
+            )
+        )
+        if locked:
+            return locked[0]
+        state = quota_selectors.breaker_get().state
+        if state == CircuitState.HALF_OPEN:
+            raise DomainError(
+                ErrorCode.JOB_NOT_ACTIVE,
+                f"Job {job_id} waits in pending: the platform circuit breaker is half-open and its "
+                f"{settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS} trial platform-key jobs are running",
+            )
+        if state == CircuitState.OPEN:
+            raise DomainError(
+                ErrorCode.JOB_NOT_ACTIVE,
+                f"Job {job_id} waits in pending: the platform circuit breaker is open, so platform-key jobs are not handed out",
+            )
+    raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is {current.status}")
+
+
+def _listed(job: AiRuntimeJob | None) -> list[AiRuntimeJob]:
+    return [job] if job is not None else []
+
+
+def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
+    """While the breaker is half-open: ``take(free)`` platform-key jobs, ``free`` being
+    how many more may be locked/running (``PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS`` at
+    most), decided under the breaker row's lock, so runtimes claiming at once never
+    exceed it. Nothing when it is not half-open, or no trial is free."""
+    with transaction.atomic():
+        if not quotas.breaker_lock_half_open():
+            return []
+        free = settings.PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS - selectors.leased_platform_jobs()
+        return take(free) if free > 0 else []
+
+
+def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False) -> list[AiRuntimeJob]:
+    """One statement, atomic on its own: picking and locking happen together. While
+    the breaker is half-open, a second step adds trial platform-key jobs. ``start``:
+    the jobs go straight to ``running`` (the fast path, ``job_claim_started``)."""
+    limit, now = min(limit, selectors.POLL_MAX), timezone.now()
+    jobs = transitions.claim(
+        job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=lease_length(), start=start
+    )
+    if len(jobs) < limit and job_types and quota_selectors.breaker_state_hint() == CircuitState.HALF_OPEN:
+        jobs += _trial(
+            lambda free: transitions.claim(
+                job_types=job_types,
+                limit=min(free, limit - len(jobs)),
+                instance_id=instance_id,
+                now=now,
+                lease=lease_length(),
+                trial=True,
+                start=start,
+            )
+        )
+        jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return jobs
+
+
+@dataclass(frozen=True)
+class StartedJob:
+    """A job of the claim fast path: ``running``, with the body ``GET .../snapshot``
+    gives (``snapshot``, JSON text) and the key ``POST .../credential`` gives, as asked."""
+
+    job: AiRuntimeJob
+    snapshot: str | None
+    credential: ResolvedCredential | None
+
+
+def job_claim_started(
+    *, job_types: Sequence[str], limit: int, instance_id: str, snapshot: bool, credential: bool
+) -> list[StartedJob]:
+    """Claim with ``include``: the claim, then one read of every claimed
+    job's consent, snapshot text and credential columns. Each job gets what the
+    separate calls would give, under the same rules: a job whose consent was withdrawn
+    ends ``cancelled`` (the snapshot call's ``JOB_NOT_ACTIVE``, after which a runtime
+    drops it); a credential that cannot be resolved fails the job with
+    ``CREDENTIAL_RESOLVE_FAILED``, as the reference runtime reports it. Neither is in
+    the answer."""
+    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True)
+    now = timezone.now()
+    rows = leases.claimed_jobs(
+        job_ids=[job.id for job in jobs], instance_id=instance_id, now=now, snapshot=snapshot, credential=credential
+    )
+    started = []
+    for job in jobs:
+        row = rows.get(job.id)
+        if row is None:  # gone since the claim (a user deleted meanwhile)
+            continue
+        if not row.consents:
+            cancel_for_withdrawn_consent(job.id, instance_id)
+            continue
+        resolved = None
+        if credential:
+            try:
+                resolved = resolve_credential(row)
+            except DomainError as error:
+                with contextlib.suppress(DomainError):  # changed meanwhile (cancelled): it is not ours to fail
+                    job_fail(
+                        job_id=job.id,
+                        instance_id=instance_id,
+                        attempt_no=job.attempt_no,
+                        error_code=RuntimeErrorCode.CREDENTIAL_RESOLVE_FAILED.code,
+                        error_message=f"Credential not resolved: {error.code.code}: {error}",
+                    )
+                continue
+        text = None
+        if snapshot:
+            try:
+                text = snapshot_text(row, now)
+            except DomainError:
+                # Handed out without it: the runtime asks GET .../snapshot, whose answer says
+                # why, and the other jobs of the claim are not lost with this one's error.
+                logger.warning("job %s claimed without its snapshot: it could not be built", job.id)
+        started.append(StartedJob(job=job, snapshot=text, credential=resolved))
+    return started
+
+
+def job_heartbeat(*, job_id: str, instance_id: str) -> transitions.Heartbeat:
+    beat = transitions.heartbeat(job_id=job_id, instance_id=instance_id, now=timezone.now(), lease=lease_length())
+    if beat is None:
+        raise refusal(job_id, instance_id)
+    return beat
