@@ -102,14 +102,6 @@ def test_a_body_of_json_null_is_no_data_provided_on_every_api():
         assert response.json()["error"]["fields"] == {"nonFieldErrors": ["No data provided"]}
 
 
-def test_a_retryable_failure_of_a_job_whose_cancellation_was_requested_ends_cancelled(runtime):
-    learner = Learner()
-    job_id = learner.job().json()["jobId"]
-    runtime.lock(job_id)
-    learner.client.post(f"/ai/jobs/{job_id}/cancel")
-    assert runtime.fail(job_id, 1, "MODEL_TIMEOUT").json()["status"] == "cancelled"
-
-
 def test_an_error_body_shown_to_a_tenant_never_carries_the_configured_key():
     call = ModelCall(
         model_name="m", url="http://x", http_method="POST", headers={"Authorization": "Bearer sk-secret-123"},

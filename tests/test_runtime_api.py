@@ -1,5 +1,6 @@
-"""The internal runtime API through HTTP: every transition of a job and
-every internal error code in the situation that answers it (docs/api/runtime.md)."""
+"""The internal runtime API through HTTP: authentication, poll, snapshot and
+credential, results, invocation logs and every internal error code in the situation
+that gives it. The transitions themselves and their refusals are tests/test_transitions.py's."""
 
 from __future__ import annotations
 
@@ -92,76 +93,6 @@ def test_an_unknown_capability_matches_nothing_instead_of_failing_the_poll(runti
     assert runtime.post("jobs/poll", {"capabilities": []}).status_code == 400  # an empty list is still bad input
 
 
-# --- lock and claim -----------------------------------------------------------------
-
-
-def test_lock_moves_pending_to_locked_with_a_lease_and_a_new_attempt(runtime, settings):
-    job = JobFactory()
-    before = timezone.now()
-    response = runtime.lock(job.id)
-    assert response.status_code == 200
-    body = response.json()
-    assert body["status"] == "locked" and body["attemptNo"] == 1 and body["jobId"] == job.id
-    expected = (before + dt.timedelta(seconds=settings.AI_JOB_LOCK_SECONDS)).timestamp() * 1000
-    assert abs(body["lockUntil"] - expected) < 2000
-    job.refresh_from_db()
-    assert job.locked_by == "runtime-1" and job.status == "locked"
-
-
-def test_lock_of_a_job_another_runtime_holds_is_job_already_locked(runtime, other_runtime):
-    job = _locked(runtime)
-    response = other_runtime.lock(job.id)
-    assert response.status_code == 409 and error_code(response) == "JOB_ALREADY_LOCKED"
-    assert response.json()["error"]["retryable"] is True
-
-
-def test_lock_of_a_final_job_is_job_not_active_and_of_a_missing_job_not_found(runtime):
-    for status in ("succeeded", "failed", "cancelled"):
-        response = runtime.lock(JobFactory(status=status).id)
-        assert response.status_code == 409 and error_code(response) == "JOB_NOT_ACTIVE"
-    response = runtime.lock("job_missing")
-    assert response.status_code == 404 and error_code(response) == "JOB_NOT_FOUND"
-
-
-def test_claim_locks_the_jobs_it_returns_for_the_caller(runtime):
-    jobs = JobFactory.create_batch(3)
-    response = runtime.claim(limit=2)
-    claimed = response.json()["jobs"]
-    assert [j["jobId"] for j in claimed] == [jobs[0].id, jobs[1].id]
-    assert all(j["status"] == "locked" and j["attemptNo"] == 1 and j["lockUntil"] for j in claimed)
-    assert AiRuntimeJob.objects.get(id=jobs[0].id).locked_by == "runtime-1"
-    assert AiRuntimeJob.objects.get(id=jobs[2].id).status == "pending"
-
-
-# --- heartbeat --------------------------------------------------------------------
-
-
-def test_first_heartbeat_moves_locked_to_running_and_extends_the_lease(runtime):
-    job = _locked(runtime)
-    response = runtime.heartbeat(job.id)
-    assert response.status_code == 200
-    body = response.json()
-    assert body == {"jobId": job.id, "lockUntil": body["lockUntil"], "cancelRequested": False}
-    job.refresh_from_db()
-    assert job.status == "running" and job.started_at is not None
-    assert body["lockUntil"] == int(job.lock_until.timestamp() * 1000)
-
-
-def test_heartbeat_reports_a_requested_cancellation(runtime):
-    job = _locked(runtime)
-    AiRuntimeJob.objects.filter(id=job.id).update(cancel_requested=True)
-    assert runtime.heartbeat(job.id).json()["cancelRequested"] is True
-
-
-def test_heartbeat_from_another_instance_or_on_a_lapsed_lease_is_job_not_active(runtime, other_runtime):
-    job = _locked(runtime)
-    assert error_code(other_runtime.heartbeat(job.id)) == "JOB_NOT_ACTIVE"
-    AiRuntimeJob.objects.filter(id=job.id).update(lock_until=timezone.now() - dt.timedelta(seconds=1))
-    response = runtime.heartbeat(job.id)
-    assert response.status_code == 409 and "lapsed" in response.json()["error"]["message"]
-    assert error_code(runtime.heartbeat("job_missing")) == "JOB_NOT_FOUND"
-
-
 # --- snapshot and credential -----------------------------------------------------------
 
 
@@ -251,14 +182,6 @@ def test_a_result_that_misses_its_schema_or_names_an_unknown_version_is_422(runt
     assert job.status == "locked" and not AiRuntimeResult.objects.filter(job=job).exists()
 
 
-def test_a_result_from_a_stale_attempt_or_another_instance_is_job_not_active(runtime, other_runtime):
-    job = _locked(runtime)
-    output = VALID_OUTPUTS["learning_state_analysis"]
-    assert error_code(runtime.result(job.id, 2, output)) == "JOB_NOT_ACTIVE"
-    assert error_code(other_runtime.result(job.id, 1, output)) == "JOB_NOT_ACTIVE"
-    assert error_code(runtime.result("job_missing", 1, output)) == "JOB_NOT_FOUND"
-
-
 def test_a_result_body_that_is_not_an_object_is_a_validation_error(runtime):
     job = _locked(runtime)
     response = runtime.post(f"jobs/{job.id}/result", {"attemptNo": "one", "output": [1, 2]})
@@ -268,54 +191,6 @@ def test_a_result_body_that_is_not_an_object_is_a_validation_error(runtime):
         f"/internal/runtime/jobs/{job.id}/result", "{not json", content_type="application/json"
     )
     assert malformed.status_code == 400 and error_code(malformed) == "VALIDATION_ERROR"
-
-
-# --- fail ---------------------------------------------------------------------------
-
-
-def test_a_retryable_failure_goes_back_to_pending_after_a_backoff(runtime):
-    job = _locked(runtime)
-    before = timezone.now()
-    response = runtime.fail(job.id, 1, "MODEL_RATE_LIMIT")
-    assert response.status_code == 200
-    assert response.json() == {"jobId": job.id, "status": "pending", "retryCount": 1}
-    job.refresh_from_db()
-    assert job.status == "pending" and job.locked_by is None and job.error_code == "MODEL_RATE_LIMIT"
-    assert job.available_at > before  # not offered again at once
-    assert runtime.post("jobs/poll", {"capabilities": ALL_TYPES}).json()["jobs"] == []
-
-
-def test_retries_are_counted_until_max_retry_count_then_failed(runtime):
-    job = JobFactory(max_retry_count=2)
-    statuses = []
-    for attempt in (1, 2, 3):
-        AiRuntimeJob.objects.filter(id=job.id).update(available_at=timezone.now())
-        assert runtime.lock(job.id).json()["attemptNo"] == attempt
-        statuses.append(runtime.fail(job.id, attempt, "MODEL_TIMEOUT").json())
-    assert [(s["status"], s["retryCount"]) for s in statuses] == [("pending", 1), ("pending", 2), ("failed", 2)]
-    job.refresh_from_db()
-    assert job.finished_at is not None
-
-
-@pytest.mark.parametrize(
-    "code", ["INVALID_SNAPSHOT", "CREDENTIAL_RESOLVE_FAILED", "UNSUPPORTED_JOB_TYPE", "MODEL_RESPONSE_INVALID",
-             "MODEL_JSON_PARSE_FAILED", "JOB_TIMEOUT"],
-)  # fmt: skip
-def test_a_non_retryable_failure_fails_the_job_for_good(runtime, code):
-    job = _locked(runtime)
-    assert runtime.fail(job.id, 1, code).json()["status"] == "failed"
-
-
-def test_job_cancelled_moves_the_job_to_cancelled(runtime):
-    job = _locked(runtime)
-    assert runtime.fail(job.id, 1, "JOB_CANCELLED").json() == {"jobId": job.id, "status": "cancelled", "retryCount": 0}
-
-
-def test_fail_with_an_unknown_code_or_by_a_stale_holder_is_refused(runtime, other_runtime):
-    job = _locked(runtime)
-    assert runtime.fail(job.id, 1, "SOMETHING_ELSE").status_code == 400
-    assert error_code(other_runtime.fail(job.id, 1, "MODEL_TIMEOUT")) == "JOB_NOT_ACTIVE"
-    assert error_code(runtime.fail(job.id, 7, "MODEL_TIMEOUT")) == "JOB_NOT_ACTIVE"
 
 
 # --- invocation logs ---------------------------------------------------------------------

@@ -102,7 +102,7 @@ def _publish(
 
     The first entry of every key is offered in one ``INSERT ... ON CONFLICT DO
     NOTHING RETURNING``: what it returns is what this result published; only when
-    some keys were already held is their holder read, in one more statement."""
+    some keys were already taken is their holder read, in one more statement."""
     first_of_key: dict[str, int] = {}
     for position, key in enumerate(keys):
         first_of_key.setdefault(key, position)
