@@ -4,7 +4,6 @@ notice) or its failure (retried, failed or cancelled by the retry policy)."""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +27,6 @@ from ai_jobs.services.invocation_logs import invocation_logs_none, invocation_lo
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from config.sql import insert_rows
 from quotas import services as quotas
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
