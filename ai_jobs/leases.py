@@ -71,23 +71,23 @@ def _leased(row: Sequence[Any]) -> LeasedJob:
     """A row of queries.LEASED_JOB (or CLAIMED_JOBS): the job's columns, the public id,
     consent, the snapshot's, the user's timezone, the credential's."""
     snap = None
-    if row[11] is not None:
+    if row[12] is not None:
         snap = SnapshotRow(
-            id=row[11],
-            target_type=row[12],
-            target_id=row[13],
-            schema_version=row[14],
-            created_at=_aware(row[15]),
-            expires_at=_aware(row[16]),
-            payload_text=row[17],
+            id=row[12],
+            target_type=row[13],
+            target_id=row[14],
+            schema_version=row[15],
+            created_at=_aware(row[16]),
+            expires_at=_aware(row[17]),
+            payload_text=row[18],
         )
     return LeasedJob(
-        *row[:9],
-        user_public_id=row[9],
-        consents=bool(row[10]),
-        timezone_name=row[18],
+        *row[:10],
+        user_public_id=row[10],
+        consents=bool(row[11]),
+        timezone_name=row[19],
         snapshot=snap,
-        credential_row=tuple(row[19:]) if row[19] is not None else None,
+        credential_row=tuple(row[20:]) if row[20] is not None else None,
     )
 
 
@@ -98,9 +98,10 @@ def _params(*, snapshot: bool, credential: bool) -> dict[str, Any]:
 def leased_job(
     *, job_id: str, instance_id: str, now: dt.datetime, snapshot: bool, credential: bool
 ) -> LeasedJob | None:
-    """The job, if ``instance_id`` holds its live lease, with what was asked for."""
+    """The job, if ``instance_id`` holds its live attempt (the lease not lapsed, the
+    deadline not passed), with what was asked for."""
     params = {**_params(snapshot=snapshot, credential=credential), "job_id": job_id, "instance_id": instance_id}
-    rows = fetch(queries.LEASED_JOB, {**params, "now": now})
+    rows = fetch(queries.LEASED_JOB, {**params, "now": now, "now_ms": int(now.timestamp() * 1000)})
     return _leased(rows[0]) if rows else None
 
 

@@ -19,12 +19,14 @@ is on now (no settings row: the default); it holds for the job's whole life.
 
 # --- the job state machine (ai_jobs.transitions) --------------------------------------------------
 
-# pending → locked (``status`` 'locked', ``started_at`` NULL) or straight to running
-# (``status`` 'running', ``started_at`` now: the lock is the first heartbeat too), for one
-# named job that is due. Every column comes back, with the user's public id last.
+# pending → locked (``status`` 'locked', ``started_at`` and ``started_ms`` NULL: an attempt
+# not started has no deadline yet, its ``timeout_seconds`` count from its start) or straight
+# to running (``status`` 'running', ``started_at`` now and ``started_ms`` the same: the lock
+# is the attempt's start too), for one named job that is due. Every column comes back, with
+# the user's public id last.
 LOCK = """UPDATE ai_runtime_job
 SET status = %(status)s, locked_by = %(instance_id)s, locked_at = %(now)s, lock_until = %(lock_until)s,
-    deadline_ms = %(now_ms)s + timeout_seconds * 1000, attempt_no = attempt_no + 1,
+    deadline_ms = CAST(%(started_ms)s AS bigint) + timeout_seconds * 1000, attempt_no = attempt_no + 1,
     started_at = COALESCE(%(started_at)s, started_at), updated_at = %(now)s
 WHERE id = %(job_id)s AND status = 'pending' AND available_at <= %(now)s
     AND (lock_until IS NULL OR lock_until < %(now)s)
@@ -55,7 +57,7 @@ CLAIM = """WITH picked AS MATERIALIZED (
     ORDER BY priority, created_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 UPDATE ai_runtime_job
 SET status = %(status)s, locked_by = %(instance_id)s, locked_at = %(now)s, lock_until = %(lock_until)s,
-    deadline_ms = %(now_ms)s + timeout_seconds * 1000, attempt_no = attempt_no + 1,
+    deadline_ms = CAST(%(started_ms)s AS bigint) + timeout_seconds * 1000, attempt_no = attempt_no + 1,
     started_at = COALESCE(%(started_at)s, started_at), updated_at = %(now)s
 WHERE status = 'pending' AND id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, credential_id,
@@ -63,22 +65,38 @@ RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_k
     retry_count, max_retry_count, timeout_seconds, created_at,
     (SELECT a.public_id FROM accounts_account a WHERE a.user_id = ai_runtime_job.user_id)"""
 
-# The lease extended, by its holder while it has not lapsed; the first heartbeat moves
-# locked → running.
+# The statements of the lease's holder below act only on its live attempt: the lease has not
+# lapsed and the deadline (``timeout_seconds`` from the attempt's start) has not passed. An
+# attempt is over the moment either happens, not when the reaper next runs.
+
+# The lease extended; the attempt's first heartbeat moves locked → running, its start.
 HEARTBEAT = """UPDATE ai_runtime_job
 SET lock_until = %(lock_until)s, status = 'running',
-    started_at = CASE WHEN status = 'locked' THEN %(now)s ELSE started_at END, updated_at = %(now)s
-WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
-    AND lock_until >= %(now)s
-RETURNING cancel_requested"""
-
-# locked/running → succeeded, by the holder of this very attempt, while consent holds.
-# The columns a result is stored, published, noticed and charged with, the public id last.
-SUCCEED = """UPDATE ai_runtime_job
-SET status = 'succeeded', finished_at = %(now)s, lock_until = NULL, error_code = NULL, error_message = NULL,
+    started_at = CASE WHEN status = 'locked' THEN %(now)s ELSE started_at END,
+    deadline_ms = CASE WHEN status = 'locked' THEN %(now_ms)s + timeout_seconds * 1000 ELSE deadline_ms END,
     updated_at = %(now)s
 WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
-    AND lock_until >= %(now)s AND attempt_no = %(attempt_no)s
+    AND lock_until >= %(now)s AND (deadline_ms IS NULL OR deadline_ms >= %(now_ms)s)
+RETURNING cancel_requested"""
+
+# locked → running at the attempt's first snapshot or credential call, which show its
+# runtime at work as a heartbeat would; nothing when a heartbeat started it meanwhile.
+START = """UPDATE ai_runtime_job
+SET status = 'running', started_at = %(now)s, deadline_ms = %(now_ms)s + timeout_seconds * 1000,
+    updated_at = %(now)s
+WHERE id = %(job_id)s AND status = 'locked' AND locked_by = %(instance_id)s AND lock_until >= %(now)s
+    AND attempt_no = %(attempt_no)s"""
+
+# locked/running → succeeded, by the holder of this very attempt, while consent holds; a
+# result straight from locked is the attempt's start too. The columns a result is stored,
+# published, noticed and charged with, the public id last.
+SUCCEED = """UPDATE ai_runtime_job
+SET status = 'succeeded', finished_at = %(now)s, lock_until = NULL,
+    started_at = CASE WHEN status = 'locked' THEN %(now)s ELSE started_at END,
+    error_code = NULL, error_message = NULL, updated_at = %(now)s
+WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
+    AND lock_until >= %(now)s AND (deadline_ms IS NULL OR deadline_ms >= %(now_ms)s)
+    AND attempt_no = %(attempt_no)s
     AND cancel_requested = FALSE AND COALESCE((SELECT s.ai_analysis_enabled FROM quota_user_ai_settings s
         WHERE s.user_id = ai_runtime_job.user_id), %(enabled_by_default)s)
 RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, credential_id,
@@ -93,7 +111,8 @@ SET status = 'cancelled', cancel_requested = TRUE, finished_at = %(now)s, lock_u
     error_message = 'Cancelled: the user withdrew consent (cancel, or AI analysis turned off) while a runtime held the job',
     updated_at = %(now)s
 WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
-    AND lock_until >= %(now)s AND (CAST(%(attempt_no)s AS integer) IS NULL OR attempt_no = %(attempt_no)s)
+    AND lock_until >= %(now)s AND (deadline_ms IS NULL OR deadline_ms >= %(now_ms)s)
+    AND (CAST(%(attempt_no)s AS integer) IS NULL OR attempt_no = %(attempt_no)s)
     AND NOT (cancel_requested = FALSE AND COALESCE((SELECT s.ai_analysis_enabled FROM quota_user_ai_settings s
         WHERE s.user_id = ai_runtime_job.user_id), %(enabled_by_default)s))
 RETURNING job_type"""
@@ -114,7 +133,7 @@ SET (status, retry_count, available_at, finished_at, locked_by) = (
     lock_until = NULL, deadline_ms = NULL, error_code = %(error_code)s, error_message = %(error_message)s,
     updated_at = %(now)s
 WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(instance_id)s
-    AND lock_until >= %(now)s AND attempt_no = %(attempt_no)s
+    AND lock_until >= %(now)s AND (deadline_ms IS NULL OR deadline_ms >= %(now_ms)s) AND attempt_no = %(attempt_no)s
 RETURNING status, retry_count, api_key_mode, job_type, user_id, target_type, target_id"""
 
 # --- the reaper (ai_jobs.services.reaper) -----------------------------------------------------------
@@ -159,9 +178,9 @@ RETURNING id, status, job_type, user_id, target_type, target_id, error_code"""
 # and encoded again) and the user's timezone, for one built on the way; with
 # ``credential``, the columns of its credential that decrypt the user's key.
 
-# The job, if ``instance_id`` holds its live lease.
+# The job, if ``instance_id`` holds its live attempt (``status``: locked, when this call starts it).
 LEASED_JOB = """SELECT j.id, j.user_id, j.target_type, j.target_id, j.api_key_mode, j.model_provider, j.model_name,
-    j.credential_id, j.attempt_no,
+    j.credential_id, j.attempt_no, j.status,
     (SELECT a.public_id FROM accounts_account a WHERE a.user_id = j.user_id),
     j.cancel_requested = FALSE AND COALESCE((SELECT s.ai_analysis_enabled FROM quota_user_ai_settings s
         WHERE s.user_id = j.user_id), %(enabled_by_default)s),
@@ -174,12 +193,12 @@ LEFT JOIN ai_job_snapshot snap ON %(snapshot)s AND snap.id = j.snapshot_id
 LEFT JOIN ai_model_credential cred ON %(credential)s AND cred.id = j.credential_id
     AND cred.user_id = j.user_id AND cred.deleted_at IS NULL
 WHERE j.id = %(job_id)s AND j.status IN ('locked', 'running') AND j.locked_by = %(instance_id)s
-    AND j.lock_until >= %(now)s"""
+    AND j.lock_until >= %(now)s AND (j.deadline_ms IS NULL OR j.deadline_ms >= %(now_ms)s)"""
 
 # LEASED_JOB for the jobs of ``job_ids``, just claimed by the caller.
 # PostgreSQL's alone: SQLite runs LEASED_JOB for each.
 CLAIMED_JOBS = """SELECT j.id, j.user_id, j.target_type, j.target_id, j.api_key_mode, j.model_provider, j.model_name,
-    j.credential_id, j.attempt_no,
+    j.credential_id, j.attempt_no, j.status,
     (SELECT a.public_id FROM accounts_account a WHERE a.user_id = j.user_id),
     j.cancel_requested = FALSE AND COALESCE((SELECT s.ai_analysis_enabled FROM quota_user_ai_settings s
         WHERE s.user_id = j.user_id), %(enabled_by_default)s),

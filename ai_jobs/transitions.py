@@ -84,9 +84,9 @@ def _lease_params(*, instance_id: str, now: dt.datetime, lease: dt.timedelta, tr
         "status": "running" if start else "locked",
         "instance_id": instance_id,
         "now": now,
-        "now_ms": _ms(now),
         "lock_until": now + lease,
         "started_at": now if start else None,
+        "started_ms": _ms(now) if start else None,
         "trial": trial,
     }
 
@@ -151,22 +151,30 @@ class Heartbeat:
 
 
 def heartbeat(*, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta) -> Heartbeat | None:
-    """Extend the lease; the first heartbeat moves locked → running."""
+    """Extend the lease; the attempt's first heartbeat moves locked → running, its start."""
     lock_until = now + lease
-    rows = fetch(
-        queries.HEARTBEAT, {"job_id": job_id, "instance_id": instance_id, "now": now, "lock_until": lock_until}
-    )
+    params = {"job_id": job_id, "instance_id": instance_id, "now": now, "now_ms": _ms(now), "lock_until": lock_until}
+    rows = fetch(queries.HEARTBEAT, params)
     return Heartbeat(lock_until=lock_until, cancel_requested=bool(rows[0][0])) if rows else None
+
+
+def start(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> None:
+    """locked → running at the attempt's first snapshot or credential call, which show
+    its runtime at work as a heartbeat would; no change when it is not (or no longer) so."""
+    params = {"job_id": job_id, "instance_id": instance_id, "attempt_no": attempt_no, "now": now, "now_ms": _ms(now)}
+    fetch(queries.START, params)
 
 
 def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> AiRuntimeJob | None:
     """locked/running → succeeded, by the holder of this very attempt, while the
-    user's consent holds (else ``cancel_withdrawn`` ends it)."""
+    user's consent holds (else ``cancel_withdrawn`` ends it). A result straight from
+    locked is the first call showing the runtime at work: the attempt starts there."""
     params = {
         "job_id": job_id,
         "instance_id": instance_id,
         "attempt_no": attempt_no,
         "now": now,
+        "now_ms": _ms(now),
         "enabled_by_default": consents_by_default(),
     }
     rows = _jobs(fetch(queries.SUCCEED, params), SUCCEEDED)  # with the public id: a recommendation may name the user
@@ -182,6 +190,7 @@ def cancel_withdrawn(*, job_id: str, instance_id: str, now: dt.datetime, attempt
         "instance_id": instance_id,
         "attempt_no": attempt_no,
         "now": now,
+        "now_ms": _ms(now),
         "enabled_by_default": consents_by_default(),
     }
     rows = fetch(queries.CANCEL_WITHDRAWN, params)
@@ -225,6 +234,7 @@ def fail(
         "cancelled": cancelled,
         "retry_at": retry_at,
         "now": now,
+        "now_ms": _ms(now),
     }
     rows = fetch(queries.FAIL, params)
     return Failed(*rows[0]) if rows else None
@@ -284,7 +294,7 @@ def settle_expired(*, after_id: str, last_id: str, now: dt.datetime) -> list[Set
     return [Settled(*row) for row in rows]
 
 
-def record_rerun(*, job_id: str, rerun_id: str) -> bool:
+def record_rerun(*, job_id: str, rerun_id: str, now: dt.datetime) -> bool:
     """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
     rerun matches no row, so of two operators rerunning it at once only one wins.
     The job changed, so ``updated_at`` moves too (a queryset update skips ``auto_now``)."""

@@ -31,15 +31,21 @@ logger = logging.getLogger(__name__)
 def refusal(job_id: str, instance_id: str, attempt_no: int | None = None) -> DomainError:
     """Why a holder-only transition matched no row: the job is missing, or not
     active for this caller. Only ever read on the error path."""
-    job = AiRuntimeJob.objects.filter(id=job_id).only("status", "locked_by", "lock_until", "attempt_no").first()
+    job = (
+        AiRuntimeJob.objects.filter(id=job_id)
+        .only("status", "locked_by", "lock_until", "deadline_ms", "attempt_no")
+        .first()
+    )
     if job is None:
         return DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
     if job.status not in ACTIVE_STATUSES:
         reason = f"job is {job.status}"
     elif job.locked_by != instance_id:
         reason = "the job is locked by another runtime instance"
-    elif job.lock_until is None or job.lock_until < timezone.now():
+    elif job.lock_until is None or job.lock_until < (now := timezone.now()):
         reason = "the lease lapsed"
+    elif job.deadline_ms is not None and job.deadline_ms < now.timestamp() * 1000:
+        reason = "the attempt ran past its timeoutSeconds"
     elif attempt_no is not None and attempt_no != job.attempt_no:
         reason = f"attempt {attempt_no} is not the current attempt {job.attempt_no}"
     else:  # it changed between the statement and this read
@@ -48,17 +54,20 @@ def refusal(job_id: str, instance_id: str, attempt_no: int | None = None) -> Dom
 
 
 def leased(job_id: str, instance_id: str, *, snapshot: bool = False, credential: bool = False) -> leases.LeasedJob:
-    """The job, for the holder of its live lease, while its user's consent holds, in
+    """The job, for the holder of its live attempt, while its user's consent holds, in
     one statement: once consent no longer holds, the job ends ``cancelled`` here and
-    the caller gets ``409 JOB_NOT_ACTIVE`` (consent holds for the job's
-    whole life)."""
-    job = leases.leased_job(
-        job_id=job_id, instance_id=instance_id, now=timezone.now(), snapshot=snapshot, credential=credential
-    )
+    the caller gets ``409 JOB_NOT_ACTIVE`` (consent holds for the job's whole life).
+    The attempt's first snapshot or credential call starts it, as a heartbeat would:
+    one more statement, once an attempt, for a runtime that asks before it heartbeats
+    (a heartbeat that started it meanwhile leaves nothing to do)."""
+    now = timezone.now()
+    job = leases.leased_job(job_id=job_id, instance_id=instance_id, now=now, snapshot=snapshot, credential=credential)
     if job is None:
         raise refusal(job_id, instance_id)
     if not job.consents:
         raise cancel_for_withdrawn_consent(job_id, instance_id)
+    if job.status == JobStatus.LOCKED:
+        transitions.start(job_id=job_id, instance_id=instance_id, attempt_no=job.attempt_no, now=now)
     return job
 
 
