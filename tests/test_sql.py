@@ -34,7 +34,7 @@ def test_named_parameters_bind_by_name_on_either_database():
 def test_insert_rows_inserts_as_the_model_would_its_key_left_to_the_database_its_defaults_taken():
     from ai_jobs.models import AiInvocationLog
     from config.sql import insert_rows
-    from tests.factories import JobFactory
+    from tests.support.factories import JobFactory
 
     job = JobFactory()
     rows = [{"job_id": job.id, "attempt_no": 1, "runtime_instance_id": "runtime-1", "request_id": f"r{n}"}
