@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,19 @@ def test_every_model_change_has_its_migration():
     from django.core.management import call_command
 
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits non-zero when one is missing
+
+
+def test_var_dir_set_in_the_env_file_is_honoured(tmp_path):
+    """``.env`` is read before any setting: a VAR_DIR written there decides where the
+    embedded default keeps its files. The settings package is copied next to a ``.env``
+    of the test's own (they read the one beside the package), never the repository's."""
+    shutil.copytree(ROOT / "config", tmp_path / "config", ignore=shutil.ignore_patterns("__pycache__"))
+    var_dir = tmp_path / "from-env-file"
+    (tmp_path / ".env").write_text(f"VAR_DIR={var_dir}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VAR_DIR", "DATABASE_URL")}
+    shown = subprocess.run(
+        [sys.executable, "-c", "from config import settings; print(settings.VAR_DIR); print(settings.DATABASES['default']['NAME'])"],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == [str(var_dir), str(var_dir / "db.sqlite3")]
