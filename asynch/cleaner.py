@@ -110,13 +110,11 @@ def fail_stuck(run: CleanerRun, policies: list[ModelPolicy]) -> None:
     }
 
     def step() -> int:
-        ids = transitions.stuck_ids(
+        failed = transitions.fail_stuck(
             now=run.now, queued_before=before, started_before=before, limit=run.batch, long_running=long_running
         )
-        run.totals["failedStuck"] += transitions.fail_stuck(
-            task_ids=ids, now=run.now, queued_before=before, started_before=before, long_running=long_running
-        )
-        return len(ids)
+        run.totals["failedStuck"] += failed
+        return failed
 
     run.in_batches(step)
 

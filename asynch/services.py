@@ -18,19 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from asynch import crypto, egress, selectors, transitions
+from asynch import crypto, egress, queries, selectors, transitions
 from asynch.cleaner import tasks_clean as tasks_clean  # the cleaner's run, with the other writes
 from asynch.headers import parse_api_key
 from asynch.kick import worker_kick
-from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState, Tenant, TenantApiKey
+from asynch.models import AsynchModel, AsynchTask, TaskState, Tenant, TenantApiKey
 from asynch.storage import get_storage
 from config.days import platform_day
 from config.errors import DomainError, ErrorCode
 from config.ids import new_id
+from config.sql import execute
 
 logger = logging.getLogger(__name__)
 
@@ -339,12 +340,11 @@ def stat_count_call(
     """Real model calls, counted on the platform's day in one atomic upsert (``calls``
     < 0 takes back calls counted for tasks that were then not called)."""
     now = now or timezone.now()
-    table = AsynchModelStat._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (day, tenant_id, creator, model_name, request_count, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (day, tenant_id, creator, model_name) "
-            f"DO UPDATE SET request_count = {table}.request_count + excluded.request_count, "
-            "updated_at = excluded.updated_at",
-            [platform_day(now), tenant_id, creator, model_name, calls, connection.ops.adapt_datetimefield_value(now)],
-        )
+    params = {
+        "day": platform_day(now),
+        "tenant_id": tenant_id,
+        "creator": creator,
+        "model_name": model_name,
+        "calls": calls,
+    }
+    execute(queries.COUNT_CALLS, {**params, "now": now})

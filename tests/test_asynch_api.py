@@ -19,7 +19,7 @@ from tests.support.api import error_code
 from tests.support.asynch_fixtures import make_model, tenant_client
 from tests.support.factories import UserFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 SEED_BODY = {
     "modelName": "model-service",

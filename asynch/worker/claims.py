@@ -40,11 +40,10 @@ def tasks_claim(
         worker_id=worker_id,
         now=now,
         lease_until=now + dt.timedelta(seconds=lease),
-        count_calls=counted,
     )
     by_pair: dict[tuple[str, str], list[AsynchTask]] = {}
     # A task whose model already answered (its upload failed before) only stores that
-    # answer: no model call, so no slot and nothing counted (seed 003 §1.3).
+    # answer: no model call, so no slot and nothing counted (only real calls are).
     claimed: list[Claimed] = [
         Claimed(task=task, call=calls[task.model_name], slot_key="", slot_token="", counted=True, answered=True)
         for task in tasks
