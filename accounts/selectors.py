@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import OuterRef, Subquery
 
+from accounts import queries
 from accounts.models import Account
 from accounts.usernames import username_key
-from config.sql import columns, fetch, from_row
+from config.sql import fetch, from_row
 
 # ``targetId`` of a ``user`` target that names the caller.
 ME = "me"
@@ -58,22 +57,10 @@ def resolve_me(user: AbstractBaseUser, target_id: str) -> str:
     return public_id_of(user) if target_id == ME else target_id
 
 
-@functools.cache
-def _user_sql() -> str:
-    # Written once (the user model is known only once the apps are loaded): every
-    # authenticated request runs it, and compiling the same ORM query each time cost
-    # more than the rest of the lookup.
-    user_model = get_user_model()
-    return (
-        f"SELECT {columns(user_model, 'u')}, {columns(Account, 'a')} FROM {user_model._meta.db_table} u "
-        f"JOIN {Account._meta.db_table} a ON a.user_id = u.{user_model._meta.pk.column} WHERE a.public_id = %s"
-    )
-
-
 def user_with_account(public_id: str) -> AbstractBaseUser | None:
     """The user named by ``public_id`` with their account joined (``public_id_of`` then
     costs nothing), in one fixed statement; ``None`` when there is none."""
-    rows = fetch(_user_sql(), [public_id])
+    rows = fetch(queries.USER_WITH_ACCOUNT, {"public_id": public_id})
     if not rows:
         return None
     user = from_row(get_user_model(), rows[0])
@@ -91,7 +78,7 @@ def user_by_username(username: str) -> AbstractBaseUser | None:
     """The user a login names, whatever the spelling: the one with exactly that
     (normalized) username, else the account holding its key. The exact match first,
     for the accounts that shared their key with an older one when keys came in
-    (accounts 0003): they log in with their own spelling."""
+    (the migration that added keys): they log in with their own spelling."""
     user_model = get_user_model()
     exact = user_model._default_manager.filter(username=username).first()
     if exact is not None:

@@ -151,12 +151,6 @@ def insert_rows(model: type[Model], rows: Sequence[dict[str, Any]], *, suffix: s
 # --- model instances from fixed statements ----------------------------------------------------------
 
 
-def columns(model: type[Model], alias: str) -> str:
-    """``alias.col1, alias.col2, ...``: a model's concrete columns, in ``from_row``'s order,
-    for a statement written once instead of a query compiled per request."""
-    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
-
-
 _CONVERTERS: dict[tuple[str, Field], tuple[Any, list[Any]]] = {}  # type: ignore[type-arg]
 
 
@@ -179,8 +173,9 @@ def from_db_value(field: Field, value: Any) -> Any:  # type: ignore[type-arg]
 
 
 def from_row(model: type[M], values: Sequence[Any], *, attnames: Sequence[str] | None = None) -> M:
-    """An instance of ``model`` from the first values of a row selected with ``columns``;
-    ``attnames``: of only these fields, in the model's own order (the others deferred)."""
+    """An instance of ``model`` from the first values of a row that holds its columns in
+    the model's order; ``attnames``: of only these fields, in that order (the others
+    deferred)."""
     if attnames is None:
         fields = model._meta.concrete_fields
         attnames = [field.attname for field in fields]

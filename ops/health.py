@@ -27,6 +27,8 @@ from django.conf import settings
 from django.db import connections
 
 from config.observability.logging import Throttled
+from config.sql import fetch
+from ops import queries
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ def _close(check: _Check) -> None:
     check.client = None
 
 
-def _twice(reused: bool, attempt: Callable[[], None], drop: Callable[[], None]) -> None:
+def _twice(reused: bool, attempt: Callable[[], object], drop: Callable[[], None]) -> None:
     try:
         attempt()
         return
@@ -87,12 +89,7 @@ def check_database(check: _Check) -> None:
     connection = connections["default"]
     connection.close_if_unusable_or_obsolete()  # past CONN_MAX_AGE, or left broken by an error
 
-    def select_one() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-
-    _twice(connection.connection is not None, select_one, connection.close)
+    _twice(connection.connection is not None, lambda: fetch(queries.DATABASE_ANSWERS), connection.close)
 
 
 def check_redis(check: _Check) -> None:

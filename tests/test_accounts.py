@@ -16,7 +16,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts.models import Account
-from accounts.selectors import public_id_of
+from accounts.selectors import public_id_of, user_with_account
 from tests.support.api import error_code
 from tests.support.factories import UserFactory
 
@@ -210,3 +210,17 @@ def test_a_token_checked_once_vouches_for_no_other_text_and_not_past_its_expiry(
     assert _jobs_with(".".join([head, other_body.decode(), signature])) == 401  # its signature on other claims
     time.sleep(1.2)
     assert _jobs_with(text) == 401  # expired, though checked before
+
+
+@pytest.mark.django_db
+def test_the_user_a_token_names_is_read_with_its_account_field_for_field():
+    made = UserFactory(email="ann@example.com")
+    made.refresh_from_db()
+    found = user_with_account(public_id_of(made))
+    assert found is not None
+    for model, expected, got in ((get_user_model(), made, found), (Account, made.account, found.account)):
+        fields = model._meta.concrete_fields
+        assert {f.attname: getattr(got, f.attname) for f in fields} == {
+            f.attname: getattr(expected, f.attname) for f in fields
+        }
+    assert user_with_account("usr_nobody") is None
