@@ -100,7 +100,8 @@ def tasks_clean(*, now: dt.datetime | None = None, by_hand: bool = False) -> Cou
 def fail_stuck(run: CleanerRun, policies: list[ModelPolicy]) -> None:
     """A running task whose lease is live is stuck only once both
     ``ASYNCH_TASK_TIMEOUT_SECONDS`` and its model's ``timeoutSeconds`` (plus a lease,
-    for storing the answer) have passed: a 1,800 s call is not failed at 600 s."""
+    for storing the answer) have passed: a call its model allows longer is not failed
+    at the global timeout."""
     timeout = settings.ASYNCH_TASK_TIMEOUT_SECONDS
     before = run.now - dt.timedelta(seconds=timeout)
     long_running = {
