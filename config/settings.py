@@ -252,7 +252,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
-CELERY_BROKER_HEARTBEAT = env.int("CELERY_BROKER_HEARTBEAT", default=30)  # AMQP: a silent broker is seen within two heartbeats
+# AMQP: a silent broker is seen within two heartbeats.
+CELERY_BROKER_HEARTBEAT = env.int("CELERY_BROKER_HEARTBEAT", default=30)
 # A task running when the connection drops goes on: a drain holding model answers
 # stores them (the database is the truth; a redelivered message finds nothing to do).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
