@@ -340,11 +340,14 @@ def stat_count_call(
     """Real model calls, counted on the platform's day in one atomic upsert (``calls``
     < 0 takes back calls counted for tasks that were then not called)."""
     now = now or timezone.now()
-    params = {
-        "day": platform_day(now),
-        "tenant_id": tenant_id,
-        "creator": creator,
-        "model_name": model_name,
-        "calls": calls,
-    }
-    execute(queries.COUNT_CALLS, {**params, "now": now})
+    execute(
+        queries.COUNT_CALLS,
+        {
+            "day": platform_day(now),
+            "tenant_id": tenant_id,
+            "creator": creator,
+            "model_name": model_name,
+            "calls": calls,
+            "now": now,
+        },
+    )
