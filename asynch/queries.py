@@ -31,17 +31,18 @@ WHERE m.model_name = %(model_name)s AND m.enabled AND CASE WHEN m.queue_limit = 
 # ``saturated_models[i]``), each picked under SKIP LOCKED so no two workers take one
 # task. The materialized CTE applies the LIMIT once (``id IN (SELECT ... LIMIT)`` may be
 # planned as a join that takes more rows), and ``= ANY(ARRAY(...))`` finds the picked
-# rows by primary key under a prepared statement's generic plan. The calls about to be
+# rows by primary key under a prepared statement's generic plan. The saturated pairs
+# are a ``NOT IN`` (a hashed filter on the queue's index scan, which stops at
+# ``limit``), not a ``NOT EXISTS``, which is planned as an anti-join over every queued
+# row; neither list holds a NULL. The calls about to be
 # made are counted in the same statement, one upsert per (day, tenant, creator, model):
 # a task that already has its model's answer (``has_answer``: an upload to retry)
 # makes no call and is not counted.
 CLAIM = """WITH picked AS MATERIALIZED (
     SELECT id FROM asynch_task
     WHERE state = 0 AND model_name = ANY(%(model_names)s)
-        AND NOT EXISTS (
-            SELECT 1 FROM unnest(CAST(%(saturated_tenants)s AS text[]), CAST(%(saturated_models)s AS text[]))
-                AS s(tenant_id, model_name)
-            WHERE s.tenant_id = asynch_task.tenant_id AND s.model_name = asynch_task.model_name
+        AND (tenant_id, model_name) NOT IN (
+            SELECT * FROM unnest(CAST(%(saturated_tenants)s AS text[]), CAST(%(saturated_models)s AS text[]))
         )
     ORDER BY priority, enqueue_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), claimed AS (
