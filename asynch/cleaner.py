@@ -27,6 +27,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -159,33 +160,22 @@ def delete_exhausted_failures(run: CleanerRun, policies: list[ModelPolicy]) -> N
     for policy in policies:
         _delete_failures(
             run,
-            model_names=[policy.model_name],
-            known=True,
-            retry_times=policy.retry_times,
-            failed_before=run.now - dt.timedelta(seconds=policy.auto_clean_seconds),
+            partial(
+                transitions.exhausted_failure_rows,
+                model_name=policy.model_name,
+                retry_times=policy.retry_times,
+                failed_before=run.now - dt.timedelta(seconds=policy.auto_clean_seconds),
+            ),
         )
     _delete_failures(
         run,
-        model_names=[policy.model_name for policy in policies],
-        known=False,
-        retry_times=0,
-        failed_before=run.now - dt.timedelta(seconds=settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS),
+        partial(
+            transitions.orphaned_failure_rows,
+            known_models=[policy.model_name for policy in policies],
+            failed_before=run.now - dt.timedelta(seconds=settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS),
+        ),
     )
 
 
-def _delete_failures(
-    run: CleanerRun, *, model_names: list[str], known: bool, retry_times: int, failed_before: dt.datetime
-) -> None:
-    run.in_batches(
-        lambda: run.delete(
-            transitions.exhausted_failure_rows(
-                model_names=model_names,
-                known=known,
-                retry_times=retry_times,
-                failed_before=failed_before,
-                limit=run.batch,
-            ),
-            state=TaskState.FAILED.value,
-            counter="deletedFailed",
-        )
-    )
+def _delete_failures(run: CleanerRun, rows: Callable[..., list[tuple[str, str | None]]]) -> None:
+    run.in_batches(lambda: run.delete(rows(limit=run.batch), state=TaskState.FAILED.value, counter="deletedFailed"))

@@ -150,17 +150,17 @@ WHERE state = 3 AND id = ANY(%(task_ids)s)"""
 EXPIRED_DOWNLOADS = """SELECT id, oss_file FROM asynch_task WHERE state = 4 AND expire_at <= %(now)s
 ORDER BY expire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
 
-# PostgreSQL's alone. Failed tasks with no retry left, failed before ``failed_before``,
-# of the models named...
-EXHAUSTED_FAILURES_OF = """SELECT id, oss_file FROM asynch_task
-WHERE state = 3 AND model_name = ANY(%(model_names)s) AND retry_count >= %(retry_times)s
+# PostgreSQL's alone. A model's failed tasks with no retry left, failed before
+# ``failed_before``, the oldest first.
+EXHAUSTED_FAILURES = """SELECT id, oss_file FROM asynch_task
+WHERE state = 3 AND model_name = %(model_name)s AND retry_count >= %(retry_times)s
     AND finished_at <= %(failed_before)s
 ORDER BY finished_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
 
-# ... or of every model not named (configs deleted since).
-EXHAUSTED_FAILURES_OF_OTHERS = """SELECT id, oss_file FROM asynch_task
-WHERE state = 3 AND model_name <> ALL(CAST(%(model_names)s AS text[])) AND retry_count >= %(retry_times)s
-    AND finished_at <= %(failed_before)s
+# PostgreSQL's alone. Failed tasks of every model not in ``known_models`` (configs
+# deleted since), failed before ``failed_before``, the oldest first.
+ORPHANED_FAILURES = """SELECT id, oss_file FROM asynch_task
+WHERE state = 3 AND model_name <> ALL(CAST(%(known_models)s AS text[])) AND finished_at <= %(failed_before)s
 ORDER BY finished_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
 
 # PostgreSQL's alone. Tasks still in one of ``states`` deleted, with any answer kept for

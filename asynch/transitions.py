@@ -316,25 +316,27 @@ def expired_download_rows(*, now: dt.datetime, limit: int) -> list[tuple[str, st
 
 
 def exhausted_failure_rows(
-    *, model_names: Sequence[str], known: bool, retry_times: int, failed_before: dt.datetime, limit: int
+    *, model_name: str, retry_times: int, failed_before: dt.datetime, limit: int
 ) -> list[tuple[str, str | None]]:
-    """Failed tasks with no retry left, failed before ``failed_before``: of the named
-    models (``known``), or of every model not named (configs that were deleted)."""
-    if known and not model_names:
-        return []
+    """A model's failed tasks with no retry left, failed before ``failed_before``."""
     if _postgresql():
-        sql = queries.EXHAUSTED_FAILURES_OF if known else queries.EXHAUSTED_FAILURES_OF_OTHERS
-        params = {
-            "model_names": list(model_names),
-            "retry_times": retry_times,
-            "failed_before": failed_before,
-            "limit": limit,
-        }
-        return fetch(sql, params)  # type: ignore[return-value]
-    named = Q(model_name__in=list(model_names))
+        params = {"model_name": model_name, "retry_times": retry_times, "failed_before": failed_before, "limit": limit}
+        return fetch(queries.EXHAUSTED_FAILURES, params)  # type: ignore[return-value]
     failed = AsynchTask.objects.filter(
-        named if known else ~named, state=3, retry_count__gte=retry_times, finished_at__lte=failed_before
+        state=3, model_name=model_name, retry_count__gte=retry_times, finished_at__lte=failed_before
     )
+    return list(failed.order_by("finished_at").values_list("id", "oss_file")[:limit])
+
+
+def orphaned_failure_rows(
+    *, known_models: Sequence[str], failed_before: dt.datetime, limit: int
+) -> list[tuple[str, str | None]]:
+    """Failed tasks of the models no config names (deleted since), failed before
+    ``failed_before``: with no config, no retry is left."""
+    if _postgresql():
+        params = {"known_models": list(known_models), "failed_before": failed_before, "limit": limit}
+        return fetch(queries.ORPHANED_FAILURES, params)  # type: ignore[return-value]
+    failed = AsynchTask.objects.filter(state=3, finished_at__lte=failed_before).exclude(model_name__in=known_models)
     return list(failed.order_by("finished_at").values_list("id", "oss_file")[:limit])
 
 

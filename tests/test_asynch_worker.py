@@ -152,6 +152,23 @@ def test_a_failed_task_with_retries_left_is_never_deleted(biz, model_server):
     assert _task(task_id).state == TaskState.QUEUED
 
 
+def test_the_failures_of_a_deleted_config_go_after_the_default_retention_with_retries_left(biz, model_server, settings):
+    settings.ASYNCH_DEFAULT_AUTO_CLEAN_SECONDS = 600
+    model_server.behaviour = lambda call, i: (500, {}, 0)
+    make_model(base_url=model_server.url, retry_times=5, auto_clean_seconds=60)
+    orphan = biz.create_task("model-service").json()["taskId"]
+    assert run_queue() == ["failed"]
+    services.model_delete(model_name="model-service")
+    make_model(model_name="other", base_url=model_server.url, retry_times=5, auto_clean_seconds=60)
+    kept = biz.create_task("other").json()["taskId"]
+    assert run_queue() == ["failed"]
+    AsynchTask.objects.filter(id=kept).update(retry_count=5)  # no retry left: its own 60 s apply
+    assert services.tasks_clean(now=timezone.now() + dt.timedelta(seconds=590))["deletedFailed"] == 1
+    assert AsynchTask.objects.filter(id=orphan).exists() and not AsynchTask.objects.filter(id=kept).exists()
+    assert services.tasks_clean(now=timezone.now() + dt.timedelta(seconds=601))["deletedFailed"] == 1
+    assert not AsynchTask.objects.filter(id=orphan).exists()
+
+
 def _queue_order(model_name: str = "model-service") -> list[str]:
     return queue_order(model_name=model_name)
 
