@@ -11,9 +11,9 @@ whose lease lapsed, or whose task was failed as stuck, finishes nothing because
 it no longer matches ``state = 1 AND attempt_no = <its attempt>``. The statements are
 ``asynch.queries``'; times are passed in. Those PostgreSQL's alone (lists as arrays,
 SKIP LOCKED, data-modifying CTEs) are said with the ORM on the embedded default
-(SQLite), one transaction each: SQLite's writers take the database's lock at
-``BEGIN`` (``transaction_mode`` IMMEDIATE), so a read and the write after it are
-never interleaved with another writer's.
+(SQLite), a read and the write after it in one transaction (here or the cleaner's):
+SQLite's writers take the database's lock at ``BEGIN`` (``transaction_mode``
+IMMEDIATE), so no other writer comes between them.
 """
 
 from __future__ import annotations
