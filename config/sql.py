@@ -63,22 +63,6 @@ def execute(sql: str, params: Params = ()) -> int:
         return cursor.rowcount
 
 
-def id_among(cte: str) -> str:
-    """``id`` is one of the ids a CTE picked, as a condition whose generic plan (that of
-    a prepared statement) still finds them by primary key: ``= ANY(ARRAY(...))`` on
-    PostgreSQL, where ``IN (SELECT ...)`` is planned, once prepared, as a hash join over
-    a scan of every pending row, slower as the queue grows; SQLite has no arrays and
-    prepares nothing. For statements still assembled at run time (``asynch``)."""
-    if connection.vendor == "postgresql":
-        return f"id = ANY(ARRAY(SELECT id FROM {cte}))"
-    return f"id IN (SELECT id FROM {cte})"
-
-
-def placeholders(values: Sequence[Any]) -> str:
-    """``%s, %s, ...`` for an ``IN (...)`` of these values (``asynch``'s statements)."""
-    return ", ".join(["%s"] * len(values))
-
-
 _INSERTS: dict[tuple[str, str, tuple[str, ...], int, str], str] = {}
 # Fields whose values the database needs prepared (JSON dumped, datetimes and decimals
 # adapted); the others take a plain str, int, float or bool as it is.
