@@ -1,4 +1,4 @@
-"""The job's counters (contract §8), recorded once the transaction that made the
+"""The job's counters, recorded once the transaction that made the
 change commits: a rolled-back result or failure counts nothing."""
 
 from __future__ import annotations

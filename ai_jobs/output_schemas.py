@@ -1,4 +1,4 @@
-"""The output schemas of contract §5, one JSON Schema per job type and version
+"""The output schemas of the job types, one JSON Schema per job type and version
 (``ai_jobs/schemas/<version>/<jobType>.json``; a job type declared elsewhere may name
 another directory laid out the same way). Free of Django on purpose: the reference
 runtime validates the model's output with the very same schemas."""
@@ -68,5 +68,5 @@ def canonical_json(value: Any) -> str:
 
 
 def output_hash(output: Any) -> str:
-    """SHA-256 of the canonical JSON of ``output`` (contract §3)."""
+    """SHA-256 of the canonical JSON of ``output``."""
     return hashlib.sha256(canonical_json(output).encode()).hexdigest()

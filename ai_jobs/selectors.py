@@ -36,9 +36,9 @@ def with_public_ids(jobs: QuerySet[AiRuntimeJob]) -> QuerySet[AiRuntimeJob]:
 
 
 def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> list[AiRuntimeJob]:
-    """Due pending jobs of the given types in queue order (seed 000 §10), served by
+    """Due pending jobs of the given types in queue order, served by
     the partial index on pending rows; platform-key ones only while the breaker is
-    closed, and while it is half-open as many as may still start (contract §3)."""
+    closed, and while it is half-open as many as may still start."""
     limit = min(limit, POLL_MAX)
     due = with_public_ids(
         AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types)

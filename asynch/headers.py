@@ -1,5 +1,5 @@
 """The ``apiKey`` of a model config: request headers as ``Key:Value`` pairs,
-comma-separated (seed 003 §2); booleans and numbers are sent as their text."""
+comma-separated; booleans and numbers are sent as their text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""model-asynch (seed 003): tenants and their API keys, model configs
+"""model-asynch: tenants and their API keys, model configs
 (``asynch_models``), tasks (``asynch_task``) and daily call statistics
 (``asynch_model_stat``). Task states change only in ``asynch.transitions``."""
 
@@ -146,7 +146,7 @@ class AsynchTask(models.Model):
 
 class AsynchTaskAnswer(models.Model):
     """A model's answer to a task, kept from the moment it arrives until its result
-    file is stored (seed 003 §1.3): a failed upload is retried, across cleaner runs,
+    file is stored: a failed upload is retried, across cleaner runs,
     without calling the model again. Deleted with the task's success or the task."""
 
     task = models.OneToOneField(AsynchTask, primary_key=True, on_delete=models.CASCADE, related_name="+")
@@ -163,7 +163,7 @@ class AsynchTaskAnswer(models.Model):
 
 
 class AsynchModelStat(models.Model):
-    """Real model calls per day, tenant, creator and model (seed 003 §1.3)."""
+    """Real model calls per day, tenant, creator and model."""
 
     day = models.DateField()
     tenant_id = models.CharField(max_length=40)

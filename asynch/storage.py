@@ -195,8 +195,8 @@ class OssServiceStorage:
         return ref
 
     def delete(self, ref: str) -> None:
-        # The OSS file service has no delete in the contract; the business moves
-        # its results away itself (seed 003: "拿走结果并转移").
+        # The OSS file service has no delete; the business moves
+        # its results away itself.
         return None
 
 

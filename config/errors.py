@@ -55,7 +55,7 @@ class ErrorCode(Enum):
     RESULT_ALREADY_EXISTS = ("RESULT_ALREADY_EXISTS", 409, False)
     RESULT_SCHEMA_UNSUPPORTED = ("RESULT_SCHEMA_UNSUPPORTED", 422, False)
     INTERNAL_ERROR = ("INTERNAL_ERROR", 500, True)
-    # Not in the seed's table: a stored user key that no configured encryption key
+    # Beside the runtime's own failure codes: a stored user key that no configured encryption key
     # opens. Retrying cannot help; the runtime reports CREDENTIAL_RESOLVE_FAILED.
     CREDENTIAL_RESOLVE_FAILED = ("CREDENTIAL_RESOLVE_FAILED", 500, False)
 

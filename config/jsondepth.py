@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_DEPTH = 64  # levels of arrays and objects (contract: deeper is a 400 VALIDATION_ERROR)
+MAX_DEPTH = 64  # levels of arrays and objects; deeper is a 400 VALIDATION_ERROR
 TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 

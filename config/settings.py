@@ -1,4 +1,5 @@
-"""One settings module. Every value comes from the environment with the seeds' defaults.
+"""One settings module. Every value comes from the environment with the documented defaults
+(docs/operations/production.md).
 
 The embedded default (no variable set) is SQLite, a local-memory cache and a
 filesystem Celery broker, so ``make run`` needs no server. ``DATABASE_URL``,
@@ -113,7 +114,7 @@ else:
         "connect_timeout", env.int("DB_CONNECT_TIMEOUT_SECONDS", default=5)
     )
     if env.bool("DB_TRANSACTION_POOLER", default=False):
-        # Behind PgBouncer in transaction mode (README: Several machines) consecutive
+        # Behind PgBouncer in transaction mode (docs/operations/production.md) consecutive
         # transactions may run on different server connections: no server-side cursors
         # (iterator() declares them WITH HOLD, across transactions), and no prepared
         # statements should parameters ever be bound server-side (Django binds them on
@@ -198,7 +199,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# What the admin's pages and the API docs may load (README: Operators): this origin's scripts,
+# What the admin's pages and the API docs may load (docs/operations/security.md): this origin's scripts,
 # styles, images and fetches, nothing inline, no plugin, no frame around them. The API docs
 # add data: images (Swagger UI's stylesheet carries its icons so).
 CONTENT_SECURITY_POLICY = {
@@ -247,7 +248,7 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# A broker outage is waited out, never a reason to exit (README: Production): the
+# A broker outage is waited out, never a reason to exit (docs/operations/outages.md): the
 # worker and beat reconnect for as long as it takes, at startup too.
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -312,7 +313,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Django admin's login (README: Operators): ADMIN_LOGIN_FAILURE_LIMIT failed logins for one
+# Django admin's login (docs/operations/security.md): ADMIN_LOGIN_FAILURE_LIMIT failed logins for one
 # username from one address refuse that pair for ADMIN_LOGIN_COOLOFF_MINUTES, with django-axes
 # (ops.admin_login). Not /auth/*: the API's logins have their throttles.
 ADMIN_LOGIN_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
@@ -379,7 +380,7 @@ if not DEBUG:
     ]
     if _unsafe:
         raise ImproperlyConfigured(
-            f"DEBUG is false, and {'; '.join(_unsafe)}. Set them (README: Production), "
+            f"DEBUG is false, and {'; '.join(_unsafe)}. Set them (docs/operations/production.md), "
             "or DEBUG=true on a development machine (make run does)."
         )
 
@@ -429,7 +430,7 @@ RUNTIME_CAPABILITIES = env.list("RUNTIME_CAPABILITIES", default=[])
 RUNTIME_HEARTBEAT_SECONDS = env.float("RUNTIME_HEARTBEAT_SECONDS", default=20)
 RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 
-# How many machines run the web and worker processes (README: Production, Several
+# How many machines run the web and worker processes (docs/operations/production.md, several
 # machines). Above 1, check --deploy warns about what is kept on one machine's disk.
 DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
 
@@ -498,7 +499,7 @@ READINESS_TIMEOUT_SECONDS = env.float("READINESS_TIMEOUT_SECONDS", default=2.0)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 # HTTPS hardening: off for the embedded setup on plain http://127.0.0.1, on in production
-# (README: Production). ``check --deploy`` is clean with them set.
+# (docs/operations/production.md). ``check --deploy`` is clean with them set.
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)

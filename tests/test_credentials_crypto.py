@@ -130,7 +130,7 @@ def test_the_runtime_gets_a_clear_error_not_a_key_when_decryption_fails(runtime:
     assert "Cannot decrypt credential" in response.json()["error"]["message"]
     assert "apiKey" not in response.content.decode() and API_KEY not in response.content.decode()
     assert any("credential resolve failed" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
-    # The runtime reports it as the seed says.
+    # The runtime reports it with its failure code.
     failed = runtime.fail(job.id, 1, "CREDENTIAL_RESOLVE_FAILED", "cannot decrypt")
     assert failed.status_code == 200 and failed.json()["status"] == "failed"
 

@@ -168,7 +168,7 @@ def test_a_learner_and_a_runtime_through_the_generated_python_client(server: str
         py.call("ai_jobs_cancel_create", "UserJob", client=learner, job_id=cancelled.job_id).status.value == "cancelled"
     )
 
-    # The runtime, as the seeds have it: poll, lock, heartbeat, snapshot, credential, logs, result.
+    # The runtime, step by step: poll, lock, heartbeat, snapshot, credential, logs, result.
     runtime, me = py.bearer(RUNTIME_TOKEN), f"gen-py-runtime-{suffix}"
     polled = py.call(
         "internal_runtime_jobs_poll_create", "Jobs", client=runtime, x_runtime_instance_id=me,

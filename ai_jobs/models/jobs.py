@@ -39,8 +39,7 @@ FINAL_STATUSES = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.C
 
 
 class UserPublicId:
-    """``user_public_id``: the row's user by the opaque id its body carries (contract
-    §2). Reads that render rows compute it in their own statement
+    """``user_public_id``: the row's user by the opaque id its body carries. Reads that render rows compute it in their own statement
     (``selectors.with_public_ids``, the claim's ``RETURNING``); a row loaded without
     it reads it once."""
 

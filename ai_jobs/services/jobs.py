@@ -78,7 +78,7 @@ _JOB_FIELDS = AiRuntimeJob._meta.concrete_fields
 
 
 # The stand-in model's fault markers (``runtime_worker.standin``: ``[standin:429]``,
-# ``[standin:delay=2.5]``, ...), which a rerun leaves behind (README: Operators).
+# ``[standin:delay=2.5]``, ...), which a rerun leaves behind (docs/operations/admin.md).
 _STANDIN_MARKER = re.compile(r"\[standin:[a-z_0-9]+(?:=[0-9.]+)?\]")
 
 

@@ -1,4 +1,4 @@
-"""How a business service authenticates to model-asynch (contract §2):
+"""How a business service authenticates to model-asynch:
 ``X-Api-Key: <key>``, stored hashed, each key a tenant's. Model configuration also
 admits a staff user's JWT, when that user may change model configs in Django admin."""
 
@@ -41,7 +41,7 @@ class TenantApiKeyAuthentication(BaseAuthentication):
             return None
         digest = services.hash_api_key(key)
         found = services.tenant_key_find(key_hash=digest)
-        # The lookup is by hash; comparing again, constant-time, keeps the rule of contract §2.
+        # The lookup is by hash; comparing again, constant-time, leaves no timing to learn a key from.
         if found is None or not hmac.compare_digest(found.key_hash, digest):
             raise exceptions.AuthenticationFailed("Invalid API key")
         return TenantPrincipal(tenant=found.tenant), found.id

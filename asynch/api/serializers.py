@@ -1,4 +1,4 @@
-"""Bodies of the model-asynch API (contract §6), camelCase on the wire."""
+"""Bodies of the model-asynch API, camelCase on the wire."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ INT_MAX = 2**31 - 1
 
 @extend_schema_field({"type": "integer", "enum": [0, 1]})
 class FlagField(serializers.Field):
-    """``enabled``: 0/1 on the wire as in the seed; true/false accepted too."""
+    """``enabled``: 0/1 on the wire; true/false accepted too."""
 
     default_error_messages = {"invalid": "Must be 0 or 1."}
     _VALUES = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}

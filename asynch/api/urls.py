@@ -1,4 +1,4 @@
-"""Paths of contract §6, at the root (config.urls includes this under "")."""
+"""model-asynch's paths, at the root (config.urls includes this under "")."""
 
 from django.urls import URLPattern, URLResolver, path
 

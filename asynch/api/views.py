@@ -1,4 +1,4 @@
-"""The model-asynch API (contract §6). Thin: parse, call one service, render."""
+"""The model-asynch API. Thin: parse, call one service, render."""
 
 from __future__ import annotations
 

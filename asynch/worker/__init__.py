@@ -1,4 +1,4 @@
-"""The worker (seed 003 §1.2): claims queued tasks and calls their model services.
+"""The worker: claims queued tasks and calls their model services.
 
 A Celery task (``asynch.tasks.work``, sent by createTask after commit and by beat
 every ``ASYNCH_WORKER_POLL_INTERVAL``) runs ``tasks_drain`` in a worker process:

@@ -1,5 +1,5 @@
-"""Calling one model service for one claimed task, and storing what it answers
-(seed 003 §1.2): the payload as JSON (GET: as query parameters), the config's headers
+"""Calling one model service for one claimed task, and storing what it answers.
+The payload is sent as JSON (GET: as query parameters), with the config's headers
 and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in.
 Every connection is checked against the ``baseUrl`` rules (``asynch.egress``) as it is
 opened, and redirects are never followed: a ``3xx`` is a failed call, so the key headers
@@ -204,7 +204,7 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         request["params"] = _query_params(payload)
     else:
         request["json"] = payload
-    # Seed 003 §1.3: real calls only, counted as they are sent (on PostgreSQL by the
+    # The statistics count real calls only, counted as they are sent (on PostgreSQL by the
     # claim itself), so a worker that dies mid-call has counted it too; storage
     # retries never count again.
     if not counted:
@@ -254,7 +254,7 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         content_type=response.headers.get("Content-Type", "application/octet-stream"),
     )
     # Kept until its file is stored: an upload that fails is retried, across cleaner
-    # runs, without a new call (seed 003 §1.3).
+    # runs, without a new call.
     keep = partial(
         transitions.keep_answer,
         task_id=task.id,
@@ -302,7 +302,7 @@ def _store_answer(task: AsynchTask, result: ResultFile, http_status: int) -> str
 
 
 def _store(result: ResultFile, task: AsynchTask) -> str:
-    """Store with a few quick attempts: an upload retry calls no model (seed 003 §1.3)."""
+    """Store with a few quick attempts: an upload retry calls no model."""
     forward = json.loads(crypto.decrypt(task.forward_headers_encrypted) or "{}")
     storage = get_storage()
     attempts = max(1, settings.ASYNCH_STORAGE_ATTEMPTS)

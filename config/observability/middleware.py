@@ -1,5 +1,5 @@
 """First in the middleware chain: the request's id and its two metrics, and
-``X-Content-Type-Options: nosniff`` on every answer (contract: nothing served as a page).
+``X-Content-Type-Options: nosniff`` on every answer (nothing is served as a page).
 
 ``X-Request-ID``: the caller's when well formed (1 to 128 characters of
 ``A-Z a-z 0-9 . _ : -``, which covers UUIDs, ULIDs and most tracing ids, and
