@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,6 @@ from asynch import crypto, services, transitions, worker
 from asynch.models import AsynchModelStat, AsynchTask, TaskState
 from asynch.semaphore import semaphore_key
 from tests.support.asynch_fixtures import (  # noqa: F401
-    FileSemaphore,
-    RedisSemaphore,
     get_semaphore,
     make_model,
     model_server_fixture,
@@ -313,55 +309,6 @@ def test_a_drain_runs_calls_in_parallel_but_never_more_than_max_concurrency(mode
     assert AsynchTask.objects.filter(id__in=ids, state=TaskState.SUCCEEDED, attempt_no=1).count() == 12
     assert sorted(c.json["i"] for c in model_server.calls) == list(range(12))
     assert get_semaphore().holders(semaphore_key(biz.tenant.id, "model-service")) == 0
-
-
-# --- the semaphore itself ------------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["redis", "file"])
-def semaphore(request, settings, tmp_path):
-    if request.param == "file":
-        return FileSemaphore(tmp_path / "sem.json")
-    if not settings.REDIS_URL:
-        pytest.skip("REDIS_URL is not set")
-    return RedisSemaphore(settings.REDIS_URL)
-
-
-def test_the_semaphore_admits_limit_holders_and_frees_a_slot_on_release(semaphore):
-    key = f"asynch:sem:test:{time.time_ns()}"
-    assert [semaphore.acquire(key, limit=2, token=t, lease_seconds=30) for t in "abc"] == [True, True, False]
-    assert semaphore.acquire(key, limit=2, token="a", lease_seconds=30)  # a holder re-acquiring renews
-    assert semaphore.holders(key) == 2
-    semaphore.release(key, token="a")
-    assert semaphore.acquire(key, limit=2, token="c", lease_seconds=30)
-
-
-def test_a_slot_whose_holder_stopped_renewing_comes_back_after_its_lease(semaphore):
-    key = f"asynch:sem:test:{time.time_ns()}"
-    assert semaphore.acquire(key, limit=1, token="dead", lease_seconds=0.3)
-    assert semaphore.acquire(key, limit=1, token="alive", lease_seconds=0.3) is False
-    assert semaphore.renew([(key, "dead")], lease_seconds=0.3) == [True]
-    time.sleep(0.4)
-    assert semaphore.renew([(key, "dead")], lease_seconds=0.3) == [False]
-    assert semaphore.acquire(key, limit=1, token="alive", lease_seconds=30)
-
-
-def test_the_semaphore_is_atomic_under_concurrent_acquires(semaphore):
-    key = f"asynch:sem:test:{time.time_ns()}"
-    won: list[str] = []
-    start = threading.Barrier(16)
-
-    def contend(token: str) -> None:
-        start.wait()
-        if semaphore.acquire(key, limit=3, token=token, lease_seconds=30):
-            won.append(token)
-
-    threads = [threading.Thread(target=contend, args=(f"t{i}",)) for i in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(won) == 3 and semaphore.holders(key) == 3
 
 
 # --- the OSS service backend -------------------------------------------------------------------------------
