@@ -32,8 +32,9 @@ def test_ten_platform_key_jobs_whose_model_call_hangs_past_its_time_open_the_bre
     nonce = uuid.uuid4().hex
     standin.model.add_faults([{"delay": 30, "match": nonce, "times": None}])
     user = UserFactory()
-    # The job's timeoutSeconds, not the call's own timeout (180 s), is what cuts each call.
-    jobs = [make_job(user=user, params={"case": nonce}, timeout_seconds=2, max_retry_count=0) for _ in range(10)]
+    # The job's timeoutSeconds, not the call's own timeout (180 s), is what cuts each call;
+    # 4 s leaves the report a margin of 1 s to reach the live attempt on a loaded machine.
+    jobs = [make_job(user=user, params={"case": nonce}, timeout_seconds=4, max_retry_count=0) for _ in range(10)]
     start_runtime("rt-hanging-provider", concurrency=5)
     for job in jobs:
         done = final(job, timeout=30)
