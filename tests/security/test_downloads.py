@@ -20,7 +20,7 @@ from tests.support.security.egress import (  # noqa: F401  (fixtures)
     ATTACKER_HOST,
     MODEL_HOST,
     Seen,
-    browser,
+    browser_fixture,
     drain,
     module_api,
     recording,

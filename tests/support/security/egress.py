@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from django.db import connections
 
 from asynch import services, worker
 from asynch.models import AsynchTask, Tenant
+from tests.support.browser import ARTIFACTS, browser_fixture  # noqa: F401  (the browser fixture)
 from tests.support.ops import Gunicorn, gunicorn
 from tests.support.runtime_fixtures import ROOT, wait_for
 
@@ -38,11 +38,6 @@ LISTED = f"{MODEL_HOST},{ATTACKER_HOST}"
 # A key of header values, as an admin tenant stores it with a model config.
 STORED_KEY = "API_KEY:sk-stored-model-secret-0123456789,X-Team:learning-secret-team"
 STORED_VALUES = ("sk-stored-model-secret-0123456789", "learning-secret-team")
-
-ARTIFACTS = Path(__file__).resolve().parents[3] / "var" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 
 
 @dataclass
@@ -246,19 +241,3 @@ def wait_a_moment_for(server: RecordingServer, seconds: float = 0.5) -> None:
     a bound on how long we wait for nothing, since nothing is what must come."""
     with contextlib.suppress(AssertionError):
         wait_for(server.touched, timeout=seconds, every=0.05)
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls of the
-    # test are its own set-up, made between browser steps.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which("chromium"):
-        pytest.fail("Debian's chromium is not installed (make test installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-        connections.close_all()
