@@ -62,10 +62,6 @@ CLAIM = """WITH picked AS MATERIALIZED (
 )
 SELECT * FROM claimed"""
 
-# PostgreSQL's alone. The worker still holds these running tasks: their leases renewed.
-EXTEND_LEASES = """UPDATE asynch_task SET lease_until = %(lease_until)s
-WHERE state = 1 AND locked_by = %(worker_id)s AND id = ANY(%(task_ids)s)"""
-
 # PostgreSQL's alone. 1 → 2 by the holder of this attempt, in one statement: the stored
 # file recorded, the forwarded headers dropped (used), and the answer kept for the
 # upload deleted with them.
@@ -89,13 +85,6 @@ ON CONFLICT (task_id) DO UPDATE SET content = excluded.content, content_type = e
 FAIL = """UPDATE asynch_task SET state = 3, error_message = %(error_message)s, http_status = %(http_status)s,
     finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s
 WHERE id = %(task_id)s AND state = 1 AND attempt_no = %(attempt_no)s"""
-
-# PostgreSQL's alone. 1 → 0 for claimed tasks the worker could not start (no semaphore
-# slot): back to their place in the queue (``enqueue_at`` and ``priority`` untouched),
-# the attempt undone.
-RELEASE = """UPDATE asynch_task SET state = 0, attempt_no = attempt_no - 1, locked_by = '', lease_until = NULL,
-    started_at = NULL, updated_at = %(now)s
-WHERE state = 1 AND locked_by = %(worker_id)s AND id = ANY(%(task_ids)s)"""
 
 # --- the batch pickup --------------------------------------------------------------------------------
 
@@ -133,35 +122,6 @@ WHERE id = ANY(ARRAY(
         ))
     ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ))"""
-
-# PostgreSQL's alone. Failed tasks of a model with retries left, the oldest failures first.
-RETRYABLE_IDS = """SELECT id FROM asynch_task WHERE state = 3 AND model_name = %(model_name)s
-    AND retry_count < %(retry_times)s
-ORDER BY finished_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
-
-# PostgreSQL's alone. 3 → 0 with ``retry_count + 1``: at the tail (``priority`` 1,
-# ``enqueue_at = now``, moving to the head at ``jump_at``), or at the head (0).
-REQUEUE = """UPDATE asynch_task SET state = 0, retry_count = retry_count + 1, priority = %(priority)s,
-    enqueue_at = %(now)s, jump_at = %(jump_at)s, started_at = NULL, finished_at = NULL, lease_until = NULL,
-    locked_by = '', updated_at = %(now)s
-WHERE state = 3 AND id = ANY(%(task_ids)s)"""
-
-# PostgreSQL's alone. Downloaded tasks past ``expire_at``, with their stored files.
-EXPIRED_DOWNLOADS = """SELECT id, oss_file FROM asynch_task WHERE state = 4 AND expire_at <= %(now)s
-ORDER BY expire_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
-
-# PostgreSQL's alone. A model's failed tasks with no retry left, failed before
-# ``failed_before``, the oldest first.
-EXHAUSTED_FAILURES = """SELECT id, oss_file FROM asynch_task
-WHERE state = 3 AND model_name = %(model_name)s AND retry_count >= %(retry_times)s
-    AND finished_at <= %(failed_before)s
-ORDER BY finished_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
-
-# PostgreSQL's alone. Failed tasks of every model not in ``known_models`` (configs
-# deleted since), failed before ``failed_before``, the oldest first.
-ORPHANED_FAILURES = """SELECT id, oss_file FROM asynch_task
-WHERE state = 3 AND model_name <> ALL(CAST(%(known_models)s AS text[])) AND finished_at <= %(failed_before)s
-ORDER BY finished_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
 
 # PostgreSQL's alone. Tasks still in one of ``states`` deleted, with any answer kept for
 # them: (id, stored file) of each.

@@ -25,7 +25,7 @@ from operator import or_
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Value, When
 
 from asynch import queries
 from asynch.models import AsynchTask, AsynchTaskAnswer
@@ -40,6 +40,13 @@ def _postgresql() -> bool:
 
 
 # --- creating ----------------------------------------------------------------------------
+
+
+def _skip_locked(tasks: QuerySet[AsynchTask]) -> QuerySet[AsynchTask]:
+    """Rows the caller's transaction locks, passing over those another transaction
+    holds (two cleaners never take one task); SQLite locks the whole database instead
+    and Django leaves the clause out there."""
+    return tasks.select_for_update(skip_locked=True)
 
 
 def enqueue(
@@ -128,9 +135,6 @@ def claim_next(
 def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.datetime, now: dt.datetime) -> int:
     if not task_ids:
         return 0
-    if _postgresql():
-        params = {"task_ids": list(task_ids), "worker_id": worker_id, "lease_until": lease_until}
-        return execute(queries.EXTEND_LEASES, params)
     running = AsynchTask.objects.filter(state=1, locked_by=worker_id, id__in=task_ids)
     return running.update(lease_until=lease_until)
 
@@ -201,8 +205,6 @@ def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int
     to their place in the queue, the attempt undone."""
     if not task_ids:
         return 0
-    if _postgresql():
-        return execute(queries.RELEASE, {"task_ids": list(task_ids), "worker_id": worker_id, "now": now})
     return AsynchTask.objects.filter(state=1, locked_by=worker_id, id__in=task_ids).update(
         state=0, attempt_no=F("attempt_no") - 1, locked_by="", lease_until=None, started_at=None, updated_at=now
     )
@@ -279,11 +281,10 @@ def fail_stuck(
 
 
 def retryable_ids(*, model_name: str, retry_times: int, limit: int) -> list[str]:
-    if _postgresql():
-        params = {"model_name": model_name, "retry_times": retry_times, "limit": limit}
-        return [row[0] for row in fetch(queries.RETRYABLE_IDS, params)]
+    """A model's failed tasks with retries left, the oldest failures first (locked,
+    skipping those another cleaner holds, where the database can)."""
     failed = AsynchTask.objects.filter(state=3, model_name=model_name, retry_count__lt=retry_times)
-    return list(failed.order_by("finished_at", "id").values_list("id", flat=True)[:limit])
+    return list(_skip_locked(failed.order_by("finished_at", "id")).values_list("id", flat=True)[:limit])
 
 
 def requeue(*, task_ids: Sequence[str], to_head: bool, jump_at: dt.datetime | None, now: dt.datetime) -> int:
@@ -291,9 +292,6 @@ def requeue(*, task_ids: Sequence[str], to_head: bool, jump_at: dt.datetime | No
     if not task_ids:
         return 0
     priority = 0 if to_head else 1
-    if _postgresql():
-        params = {"task_ids": list(task_ids), "priority": priority, "jump_at": jump_at, "now": now}
-        return execute(queries.REQUEUE, params)
     return AsynchTask.objects.filter(state=3, id__in=task_ids).update(
         state=0,
         retry_count=F("retry_count") + 1,
@@ -309,23 +307,19 @@ def requeue(*, task_ids: Sequence[str], to_head: bool, jump_at: dt.datetime | No
 
 
 def expired_download_rows(*, now: dt.datetime, limit: int) -> list[tuple[str, str | None]]:
-    if _postgresql():
-        return fetch(queries.EXPIRED_DOWNLOADS, {"now": now, "limit": limit})  # type: ignore[return-value]
+    """Downloaded tasks past ``expire_at``, with their stored files."""
     expired = AsynchTask.objects.filter(state=4, expire_at__lte=now).order_by("expire_at")
-    return list(expired.values_list("id", "oss_file")[:limit])
+    return list(_skip_locked(expired).values_list("id", "oss_file")[:limit])
 
 
 def exhausted_failure_rows(
     *, model_name: str, retry_times: int, failed_before: dt.datetime, limit: int
 ) -> list[tuple[str, str | None]]:
     """A model's failed tasks with no retry left, failed before ``failed_before``."""
-    if _postgresql():
-        params = {"model_name": model_name, "retry_times": retry_times, "failed_before": failed_before, "limit": limit}
-        return fetch(queries.EXHAUSTED_FAILURES, params)  # type: ignore[return-value]
     failed = AsynchTask.objects.filter(
         state=3, model_name=model_name, retry_count__gte=retry_times, finished_at__lte=failed_before
     )
-    return list(failed.order_by("finished_at").values_list("id", "oss_file")[:limit])
+    return list(_skip_locked(failed.order_by("finished_at")).values_list("id", "oss_file")[:limit])
 
 
 def orphaned_failure_rows(
@@ -333,11 +327,8 @@ def orphaned_failure_rows(
 ) -> list[tuple[str, str | None]]:
     """Failed tasks of the models no config names (deleted since), failed before
     ``failed_before``: with no config, no retry is left."""
-    if _postgresql():
-        params = {"known_models": list(known_models), "failed_before": failed_before, "limit": limit}
-        return fetch(queries.ORPHANED_FAILURES, params)  # type: ignore[return-value]
     failed = AsynchTask.objects.filter(state=3, finished_at__lte=failed_before).exclude(model_name__in=known_models)
-    return list(failed.order_by("finished_at").values_list("id", "oss_file")[:limit])
+    return list(_skip_locked(failed.order_by("finished_at")).values_list("id", "oss_file")[:limit])
 
 
 def delete(*, task_ids: Sequence[str], states: Sequence[int]) -> list[tuple[str, str | None]]:
