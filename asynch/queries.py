@@ -62,6 +62,10 @@ CLAIM = """WITH picked AS MATERIALIZED (
 )
 SELECT * FROM claimed"""
 
+# PostgreSQL's alone. The worker still holds these running tasks: their leases renewed.
+EXTEND_LEASES = """UPDATE asynch_task SET lease_until = %(lease_until)s
+WHERE state = 1 AND locked_by = %(worker_id)s AND id = ANY(%(task_ids)s)"""
+
 # PostgreSQL's alone. 1 → 2 by the holder of this attempt, in one statement: the stored
 # file recorded, the forwarded headers dropped (used), and the answer kept for the
 # upload deleted with them.
@@ -85,6 +89,13 @@ ON CONFLICT (task_id) DO UPDATE SET content = excluded.content, content_type = e
 FAIL = """UPDATE asynch_task SET state = 3, error_message = %(error_message)s, http_status = %(http_status)s,
     finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s
 WHERE id = %(task_id)s AND state = 1 AND attempt_no = %(attempt_no)s"""
+
+# PostgreSQL's alone. 1 → 0 for claimed tasks the worker could not start (no semaphore
+# slot): back to their place in the queue (``enqueue_at`` and ``priority`` untouched),
+# the attempt undone.
+RELEASE = """UPDATE asynch_task SET state = 0, attempt_no = attempt_no - 1, locked_by = '', lease_until = NULL,
+    started_at = NULL, updated_at = %(now)s
+WHERE state = 1 AND locked_by = %(worker_id)s AND id = ANY(%(task_ids)s)"""
 
 # --- the batch pickup --------------------------------------------------------------------------------
 

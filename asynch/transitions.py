@@ -135,6 +135,9 @@ def claim_next(
 def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.datetime, now: dt.datetime) -> int:
     if not task_ids:
         return 0
+    if _postgresql():  # the drain renews every few seconds: a prepared statement
+        params = {"task_ids": list(task_ids), "worker_id": worker_id, "lease_until": lease_until}
+        return execute(queries.EXTEND_LEASES, params)
     running = AsynchTask.objects.filter(state=1, locked_by=worker_id, id__in=task_ids)
     return running.update(lease_until=lease_until)
 
@@ -205,6 +208,8 @@ def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int
     to their place in the queue, the attempt undone."""
     if not task_ids:
         return 0
+    if _postgresql():  # on the drain's way, as often as a claim finds no slot
+        return execute(queries.RELEASE, {"task_ids": list(task_ids), "worker_id": worker_id, "now": now})
     return AsynchTask.objects.filter(state=1, locked_by=worker_id, id__in=task_ids).update(
         state=0, attempt_no=F("attempt_no") - 1, locked_by="", lease_until=None, started_at=None, updated_at=now
     )
