@@ -321,10 +321,12 @@ def test_each_user_is_counted_on_their_own_local_date(monkeypatch):
 
 def test_a_results_tokens_count_on_the_day_its_job_was_counted(monkeypatch):
     learner = Learner()
-    learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"})
     # 23:59 in Shanghai, in the future: model defaults (available_at) still use the real clock.
     before_midnight = dt.datetime(2099, 11, 30, 15, 59, tzinfo=dt.UTC)
     monkeypatch.setattr(timezone, "now", lambda: before_midnight)
+    # Set on the fake clock, where UTC and Shanghai share the date: no quota move, whatever
+    # the real hour (from 16:00 UTC the real dates differ and the move leaves rows behind).
+    learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"})
     job_id = learner.job().json()["jobId"]
     monkeypatch.setattr(timezone, "now", lambda: before_midnight + dt.timedelta(minutes=2))
     runtime = RuntimeClient("runtime-1")
