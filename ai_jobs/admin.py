@@ -344,5 +344,8 @@ class AiJobSnapshotAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: AiJobSnapshot | None = None) -> bool:
+        return False  # what the model was given, as it was built: shown, never edited
+
 
 from ai_jobs import admin_outputs  # noqa: E402, F401  (registers the outputs' pages)

@@ -3,7 +3,8 @@ render, nested no deeper than ``config.jsondepth.MAX_DEPTH``. A NUL character or
 lone surrogate (``"\\ud800"``) anywhere in a key or a string, or a body nested too
 deep (``"[" * 50000``), is refused at the door as a 400, instead of failing later in
 the database, the renderer or a recursive validator, once the row may already be
-written."""
+written. Django admin's JSON fields take the same rules (``StorableJSONFormField``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
+from django.core.exceptions import ValidationError as FormValidationError
+from django.forms.fields import InvalidJSONInput
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser, get_encoding
 from rest_framework.utils import json
@@ -69,3 +73,30 @@ def _refuse(data: Any, problem: str, problem_of: Callable[[Any], str | None]) ->
             if found:
                 raise ValidationError({key.encode("utf-8", "replace").decode(): [found]})
     raise ParseError(f"JSON parse error - {problem}")
+
+
+class StorableJSONFormField(forms.JSONField):
+    """Django's JSON form field (an admin page's JSON), refusing what the API's parser
+    refuses: JSON too deep, or deeper than the interpreter's stack, and a NUL or lone
+    surrogate in any string, each a form error on the field instead of a 500."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            converted = super().to_python(value)
+        except RecursionError:
+            raise FormValidationError(jsondepth.TOO_DEEP, code="invalid") from None
+        problem = (jsondepth.TOO_DEEP if jsondepth.too_deep(converted) else None) or unstorable_text(converted)
+        if problem:
+            raise FormValidationError(problem, code="invalid")
+        return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        """What the form shows again: JSON it refuses as the text it was sent as (a lone
+        surrogate parsed and rendered again could not be encoded)."""
+        try:
+            value = super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+        if isinstance(value, InvalidJSONInput) or self.disabled:
+            return value
+        return InvalidJSONInput(data) if jsondepth.too_deep(value) or unstorable_text(value) else value

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 
+from config.parsers import StorableJSONFormField
 from learning.models import KnowledgeBase, KnowledgePoint, LearningProfile, Material, StudyRecord
 
 
@@ -54,6 +56,7 @@ class StudyRecordAdmin(admin.ModelAdmin):
 
 @admin.register(LearningProfile)
 class LearningProfileAdmin(admin.ModelAdmin):
+    formfield_overrides = {models.JSONField: {"form_class": StorableJSONFormField}}  # preferences
     list_display = ["user", "level", "preferred_study_time", "updated_at"]
     search_fields = ["user__username", "goals"]
     raw_id_fields = ["user"]
