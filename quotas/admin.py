@@ -150,6 +150,12 @@ class UserAiSettingsAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["user", "created_at", "updated_at"] if obj is not None else ["created_at", "updated_at"]
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A user's settings live as long as the user (they go with the user's deletion). Deleting
+        # the row alone would bring it back with the defaults: consent turned off with no job
+        # cancelled, or turned on for a user who had turned it off.
+        return False
+
     def save_model(self, request: HttpRequest, obj: UserAiSettings, form: forms.ModelForm, change: bool) -> None:
         """A change goes through the service the user API calls, so it means the same
         however it is made: a new timezone takes the day's usage with it, turning AI

@@ -253,3 +253,18 @@ def test_turning_ai_analysis_off_in_admin_cancels_the_users_pending_jobs():
     assert _saved(page)
     assert UserAiSettings.objects.get(user=learner.user).ai_analysis_enabled is False
     assert AiRuntimeJob.objects.get(id=job_id).status == "cancelled"
+
+
+def test_a_users_settings_cannot_be_deleted_alone_in_admin():
+    """Deleting the row would bring it back with the defaults: consent changed with no
+    job cancelled. The settings go with their user only."""
+    operator, learner = _operator(), _learner()
+    job_id = learner.job().json()["jobId"]
+    row = UserAiSettings.objects.get(user=learner.user)
+    assert operator.post(f"/admin/quotas/useraisettings/{row.pk}/delete/", {"post": "yes"}).status_code == 403
+    bulk = operator.post(
+        "/admin/quotas/useraisettings/", {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"}
+    )
+    assert bulk.status_code in (200, 302)  # the action is not offered: nothing is deleted
+    assert UserAiSettings.objects.get(pk=row.pk).ai_analysis_enabled is True
+    assert AiRuntimeJob.objects.get(id=job_id).status == "pending"
