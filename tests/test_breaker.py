@@ -68,9 +68,11 @@ def test_ten_platform_model_failures_in_a_row_open_the_breaker_for_platform_jobs
     assert "10 consecutive" in event.reason
 
 
-def test_the_first_runtime_protocols_provider_failure_codes_count_towards_the_breaker(runtime, settings):
-    settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD = 2
-    for code in ("NETWORK_ERROR", "TEMPORARY_PROVIDER_ERROR"):
+def test_the_other_provider_failure_codes_count_towards_the_breaker(runtime, settings):
+    # MODEL_TIMEOUT and MODEL_RATE_LIMIT above; the model's network, and the first
+    # runtime protocol's two codes.
+    settings.PLATFORM_CIRCUIT_FAILURE_THRESHOLD = 3
+    for code in ("MODEL_NETWORK_ERROR", "NETWORK_ERROR", "TEMPORARY_PROVIDER_ERROR"):
         job = JobFactory()
         runtime.fail(job.id, runtime.lock(job.id).json()["attemptNo"], code)
     assert quota_selectors.breaker_get().state == CircuitState.OPEN
