@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import shutil
@@ -114,3 +115,48 @@ def test_var_dir_set_in_the_env_file_is_honoured(tmp_path):
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.split() == [str(var_dir), str(var_dir / "db.sqlite3")]
+
+
+CONTRACT_DEFAULTS = {
+    "ALLOW_REGISTRATION": False,
+    "REGISTRATION_THROTTLE_RATE": "20/hour",
+    "AUTH_THROTTLE_RATE": "10/min",
+    "USER_THROTTLE_RATE": "60/min",
+    "RUNTIME_THROTTLE_RATE": "300/min",
+    "AI_JOB_LOCK_SECONDS": 60,
+    "AI_JOB_REAPER_INTERVAL_SECONDS": 15,
+    "AI_ANALYSIS_ENABLED_BY_DEFAULT": False,
+    "DEEPSEEK_BASE_URL": "https://api.deepseek.com",
+    "DEEPSEEK_MODEL": "deepseek-chat",
+    "PLATFORM_DAILY_TOKEN_BUDGET": 10_000_000,
+    "PLATFORM_DAILY_COST_BUDGET_CENTS": 50_000,
+    "PLATFORM_CIRCUIT_FAILURE_THRESHOLD": 10,
+    "PLATFORM_CIRCUIT_HALF_OPEN_MAX_JOBS": 2,
+    "PLATFORM_TIMEZONE": "UTC",
+    "LOG_FORMAT": "text",
+    "RETENTION_INTERVAL_SECONDS": 3600,
+    "AI_SNAPSHOT_RETENTION_DAYS": 7,
+    "AI_JOB_RETENTION_DAYS": 90,
+    "AI_NOTIFICATION_RETENTION_DAYS": 30,
+    "ASYNCH_UNCLAIMED_RETENTION_SECONDS": 604_800,
+    "AI_COUNTER_RETENTION_DAYS": 400,
+    "ADMIN_LOGIN_FAILURE_LIMIT": 5,
+    "ADMIN_LOGIN_COOLOFF_MINUTES": 15,
+    "LEARNING_MAX_OBJECTS_PER_USER": 10_000,
+}
+
+
+def test_every_setting_left_unset_takes_its_documented_default(tmp_path):
+    """The settings read with none of these in the environment (nor a ``.env``: the
+    package is copied beside an empty one) hold the defaults the API guide promises."""
+    shutil.copytree(ROOT / "config", tmp_path / "config", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / ".env").write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in CONTRACT_DEFAULTS and k not in ("DEBUG", "DATABASE_URL")}
+    names = ", ".join(CONTRACT_DEFAULTS)
+    shown = subprocess.run(
+        [sys.executable, "-c", f"import json; from config import settings as s; print(json.dumps({{n: getattr(s, n) for n in {names.split(', ')!r}}}))"],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path), "VAR_DIR": str(tmp_path / "var")},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout.strip().splitlines()[-1]) == CONTRACT_DEFAULTS
