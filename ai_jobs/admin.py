@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus, TargetType
 from config import formatting
-from config.admin_actions import PermittedActionsAdmin, permission_check
+from config.admin_actions import permission_check
 from config.errors import DomainError
 
 STATUS_CLASSES = {
@@ -106,7 +106,7 @@ class InvocationLogInline(TokensAndCost, ReadOnlyInline, admin.TabularInline):
 
 
 @admin.register(AiRuntimeJob)
-class AiRuntimeJobAdmin(PermittedActionsAdmin):
+class AiRuntimeJobAdmin(admin.ModelAdmin):
     """Jobs are written by the state machine only: every page is read-only (no Save,
     no Delete), and what an operator may do is an action (rerun, cancel) or the Rerun
     button on a failed job's page. The list is compact: two lines a row, so it fits

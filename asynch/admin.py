@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from asynch import egress, services
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
-from config.admin_actions import PermittedActionsAdmin, permission_check
+from config.admin_actions import permission_check
 from config.errors import DomainError
 
 
@@ -133,7 +133,7 @@ class TenantApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(PermittedActionsAdmin):
+class TenantAdmin(admin.ModelAdmin):
     list_display = ["name", "id", "is_admin", "is_active", "created_at"]
     list_filter = ["is_admin", "is_active"]
     search_fields = ["name", "id"]
@@ -165,7 +165,7 @@ class TenantAdmin(PermittedActionsAdmin):
 
 
 @admin.register(TenantApiKey)
-class TenantApiKeyAdmin(PermittedActionsAdmin):
+class TenantApiKeyAdmin(admin.ModelAdmin):
     list_display = ["prefix", "tenant", "revoked", "created_at", "last_used_at"]
     list_filter = ["revoked"]
     search_fields = ["prefix", "tenant__name"]
@@ -182,7 +182,7 @@ class TenantApiKeyAdmin(PermittedActionsAdmin):
 
 
 @admin.register(AsynchTask)
-class AsynchTaskAdmin(PermittedActionsAdmin):
+class AsynchTaskAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "tenant",

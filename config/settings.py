@@ -32,7 +32,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin_actions.AdminConfig",  # django.contrib.admin, with the project's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -336,6 +336,8 @@ AXES_CLIENT_IP_CALLABLE = "ops.admin_login.client_address"
 AXES_USERNAME_CALLABLE = "ops.admin_login.login_username"
 AXES_LOCKOUT_CALLABLE = "ops.admin_login.lockout_response"
 AXES_VERBOSE = False  # no banner from every process at start
+# ops.admin registers axes' pages itself, its action behind the permission it needs.
+AXES_ENABLE_ADMIN = False
 # AI analysis is the learner's consent: off for a new user unless this says otherwise.
 AI_ANALYSIS_ENABLED_BY_DEFAULT = env.bool("AI_ANALYSIS_ENABLED_BY_DEFAULT", default=False)
 AI_DEFAULT_MAX_DAILY_JOBS = env.int("AI_DEFAULT_MAX_DAILY_JOBS", default=20)

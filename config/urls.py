@@ -29,9 +29,6 @@ urlpatterns = [
     path("", include("ops.urls")),  # /healthz, /readyz, /metrics
 ]
 
-admin.site.site_header = "AI job platform"
-admin.site.site_title = "AI job platform admin"
-
 handler400 = "config.errors.json_bad_request"
 handler404 = "config.urls.not_found"
 handler500 = "config.errors.json_server_error"

@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from config.admin_actions import PermittedActionsAdmin, permission_check
+from config.admin_actions import permission_check
 from credentials import services
 from credentials.models import Credential
 from credentials.services import credential_test
@@ -32,7 +32,7 @@ READONLY = [
 
 
 @admin.register(Credential)
-class CredentialAdmin(PermittedActionsAdmin):
+class CredentialAdmin(admin.ModelAdmin):
     list_display = ["id", "user", "name", "provider", "key_mask", "status", "key_id", "last_tested_at", "created_at"]
     list_filter = ["status", "provider", "key_id"]
     search_fields = ["id", "user__username", "name"]

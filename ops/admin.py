@@ -1,4 +1,5 @@
-"""Deleting a user in the admin deletes everything of theirs.
+"""Deleting a user in the admin deletes everything of theirs; django-axes' pages of
+admin logins, their one action behind the permission it needs.
 
 Several of the apps' admin pages refuse deletion on their own (outputs are
 read-only history, credentials are soft-deleted by an action), and Django's admin
@@ -11,13 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 
 from accounts.admin import AccountUserAdmin
+from ops.admin_login import login_attempts_clean_expired
 
 
 class UserWithEverythingAdmin(AccountUserAdmin):
@@ -48,3 +52,19 @@ _User = get_user_model()
 if admin.site.is_registered(_User) and type(admin.site.get_model_admin(_User)) is AccountUserAdmin:
     admin.site.unregister(_User)
     admin.site.register(_User, UserWithEverythingAdmin)
+
+
+class LoginAttemptAdmin(AccessAttemptAdmin):
+    """axes' page of login attempts. Cleaning them up deletes rows, so it needs the
+    permission to delete them (axes' own action declares none, and reads the cool-off
+    from a request attribute only a login has)."""
+
+    @admin.action(description="Clean up expired attempts", permissions=["delete"])
+    def cleanup_expired_attempts(self, request: HttpRequest, queryset: Any) -> None:
+        deleted = login_attempts_clean_expired()
+        self.message_user(request, f"Cleaned up {deleted} expired login attempts.", messages.SUCCESS)
+
+
+admin.site.register(AccessAttempt, LoginAttemptAdmin)
+admin.site.register(AccessLog, AccessLogAdmin)
+admin.site.register(AccessFailureLog, AccessFailureLogAdmin)

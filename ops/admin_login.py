@@ -134,6 +134,12 @@ def failure_logs_due(now: dt.datetime) -> QuerySet[AccessFailureLog]:
     return AccessFailureLog.objects.filter(attempt_time__lt=now - ADMIN_LOGIN_LOG_RETENTION)
 
 
+def login_attempts_clean_expired() -> int:
+    """Delete the failures that no longer count towards a lock; how many went."""
+    deleted, _ = attempts_due(timezone.now()).delete()
+    return deleted
+
+
 # Small tables (a row per admin login, per failing username and address): read without an index.
 ATTEMPTS = Sweep(kind="adminLoginAttempts", due=attempts_due, order_by="attempt_time")
 LOGS = Sweep(kind="adminLoginLogs", due=logs_due, order_by="attempt_time")

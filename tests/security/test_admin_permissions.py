@@ -15,15 +15,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from axes.models import AccessAttempt
+from django.contrib import admin
 from django.utils import timezone
 
 from ai_jobs.models import AiRuntimeJob
 from asynch import services as asynch_services
 from asynch.models import AsynchTask, Tenant, TenantApiKey
+from config.admin_actions import AdminSite
 from credentials.models import Credential
 from credentials.services import credential_create
+from learning.models import KnowledgeBase
 from quotas.models import PlatformCircuitBreaker
 from tests.support.factories import JobFactory, UserFactory
+from tests.support.learning_factories import KnowledgeBaseFactory
 from tests.support.ops import Gunicorn
 from tests.support.security.admin import Recorder, admin_gunicorn, logged_in, staff, view_only
 
@@ -64,6 +69,29 @@ class World:
     key: TenantApiKey
     task: AsynchTask
     credential: Credential
+    attempt: AccessAttempt  # a failed admin login still counting towards a lock
+    knowledge_base: KnowledgeBase
+    expired_attempt: AccessAttempt | None = None
+
+
+def login_attempt(address: str = "203.0.113.9") -> AccessAttempt:
+    return AccessAttempt.objects.create(
+        username="root", ip_address=address, user_agent="", get_data="", post_data="", http_accept="",
+        path_info="/admin/login/", failures_since_start=1,
+    )  # fmt: skip
+
+
+def expired_login_attempt(w: World) -> list[str]:
+    """A failed admin login past its cool-off (``attempt_time`` is set on insert), made
+    after the staff user logged in: a login sweeps the expired ones itself."""
+    attempt = login_attempt("203.0.113.10")
+    AccessAttempt.objects.filter(id=attempt.id).update(attempt_time=timezone.now() - dt.timedelta(days=1))
+    w.expired_attempt = attempt
+    return [str(attempt.id)]
+
+
+def _attempts_left(w: World) -> set[int]:
+    return set(AccessAttempt.objects.values_list("id", flat=True))
 
 
 def world() -> World:
@@ -78,7 +106,9 @@ def world() -> World:
             tenant=tenant, model_name="model-service", state=3, finished_at=now - dt.timedelta(minutes=1)
         ),
         credential=credential_create(user=UserFactory(), name="My key", api_key=USER_KEY),
-    )
+        attempt=login_attempt(),
+        knowledge_base=KnowledgeBaseFactory(),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -113,11 +143,32 @@ ACTIONS = [
            lambda w: [w.credential.id], lambda w: _credential(w).last_tested_at is not None),
     Action("/admin/credentials/credential/", "soft_delete_credentials", "credentials.delete_credential",
            lambda w: [w.credential.id], lambda w: _credential(w).deleted_at is not None),
+    # django-axes': cleaning up expired login attempts deletes them.
+    Action("/admin/axes/accessattempt/", "cleanup_expired_attempts", "axes.delete_accessattempt",
+           expired_login_attempt, lambda w: _attempts_left(w) == {w.attempt.id}),
     # Django's own: deleting a tenant deletes its keys and tasks, so it needs all three.
     Action("/admin/asynch/tenant/", "delete_selected",
            ("asynch.delete_tenant", "asynch.delete_tenantapikey", "asynch.delete_asynchtask"),
            lambda w: [w.tenant.id], lambda w: not Tenant.objects.filter(id=w.tenant.id).exists(), confirm=True),
+    # ... on a page with no action of its own, as on every page.
+    Action("/admin/learning/knowledgebase/", "delete_selected", "learning.delete_knowledgebase",
+           lambda w: [w.knowledge_base.id],
+           lambda w: not KnowledgeBase.objects.filter(id=w.knowledge_base.id).exists(), confirm=True),
 ]  # fmt: skip
+
+
+def test_every_admin_action_of_every_page_names_the_permission_it_needs():
+    """The pages of every app, the project's and the libraries' alike: an action without
+    ``permissions=`` would be offered to every staff user who may view the list."""
+    unguarded = []
+    for model, model_admin in admin.site._registry.items():
+        names = [*(model_admin.actions or []), *dict(admin.site.actions)]
+        actions = [found for name in names if (found := model_admin.get_action(name))]
+        unguarded += [
+            f"{model._meta.label}: {name}" for func, name, _ in actions if not getattr(func, "allowed_permissions", ())
+        ]
+    assert unguarded == []
+    assert isinstance(admin.site, AdminSite)  # which answers 403 to such a post on every page
 
 
 @pytest.mark.parametrize("action", ACTIONS, ids=str)
