@@ -22,11 +22,22 @@ from accounts.usernames import username_key, username_normalize
 from config.errors import DomainError, ErrorCode
 
 
+class UsernameTaken(DjangoValidationError, IntegrityError):
+    """A new user whose name is one with an existing account's: what the unique key
+    would say, said before the user's row is written. A validation error (so
+    ``createsuperuser`` answers it as one) and an integrity error (what the key says)."""
+
+
 def user_on_saving(sender: type, instance: AbstractBaseUser, raw: bool = False, **_: Any) -> None:
     """``pre_save`` of a user: the username is stored normalized, however the user is
-    saved (registration, the admin, ``createsuperuser``, the ORM)."""
-    if not raw and isinstance(instance.username, str):  # type: ignore[attr-defined]
-        instance.username = username_normalize(instance.username)  # type: ignore[attr-defined]
+    saved (registration, the admin, ``createsuperuser``, the ORM); a new user may not
+    take a name that is one with an existing account's. The key is checked here, before
+    the user's row exists: outside a transaction a row written first would stay."""
+    if raw or not isinstance(instance.username, str):  # type: ignore[attr-defined]
+        return
+    instance.username = username_normalize(instance.username)  # type: ignore[attr-defined]
+    if instance._state.adding and username_taken(instance.username):  # type: ignore[attr-defined]
+        raise UsernameTaken("A user with that username already exists.", code="unique")
 
 
 def account_on_user_saved(
@@ -44,7 +55,15 @@ def account_on_user_saved(
         return
     key = username_key(instance.username)  # type: ignore[attr-defined]
     if created:
-        Account.objects.get_or_create(user_id=instance.pk, defaults={"username_key": key})
+        try:
+            with transaction.atomic():
+                Account.objects.get_or_create(user_id=instance.pk, defaults={"username_key": key})
+        except IntegrityError:
+            # A concurrent save of the same name won between the check and here. Outside
+            # a transaction this user's row is written already: it goes again.
+            if not transaction.get_connection().in_atomic_block:
+                type(instance)._default_manager.filter(pk=instance.pk).delete()
+            raise UsernameTaken("A user with that username already exists.", code="unique") from None
         return
     if update_fields is not None and "username" not in update_fields:
         return

@@ -13,9 +13,11 @@ from collections import Counter
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
 from rest_framework.test import APIClient
 
+from accounts import services
 from accounts.models import Account
 from accounts.selectors import public_id_of
 from tests.support.security.accounts import (
@@ -133,6 +135,52 @@ def test_the_database_itself_refuses_a_second_account_for_one_name():
         with pytest.raises(IntegrityError), transaction.atomic():
             get_user_model().objects.create_user(spelling, password="x")
     assert get_user_model().objects.count() == 1
+
+
+@pytest.mark.embedded
+def test_createsuperuser_and_the_orm_outside_a_transaction_take_no_taken_name(monkeypatch):
+    """Outside a transaction a user's row would be written before its key: a taken name
+    is refused before the row exists, and ``createsuperuser`` says so as an error."""
+    get_user_model().objects.create_user("judy", password="x")
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", PASSWORD)
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("createsuperuser", "--noinput", "--username", "JUDY", "--email", "judy@example.com")
+    with pytest.raises(IntegrityError):
+        get_user_model().objects.create_user("\uff2audy", password="x")  # autocommit, no transaction
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["judy"]
+    assert not get_user_model().objects.filter(account__isnull=True).exists()
+
+
+def test_a_save_that_lost_the_race_for_a_name_outside_a_transaction_leaves_no_user(monkeypatch):
+    """Two saves of two spellings at once both pass the check before the insert; the
+    key refuses the second, whose row, written already in autocommit, goes again."""
+    get_user_model().objects.create_user("kim", password="x")
+    monkeypatch.setattr(services, "username_taken", lambda *args, **kwargs: False)  # the check raced and lost
+    with pytest.raises(IntegrityError):
+        get_user_model().objects.create_user("KIM", password="x")
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["kim"]
+
+
+def test_threads_saving_two_spellings_outside_a_transaction_make_one_account():
+    for n in range(8):
+        start = threading.Barrier(2)
+
+        def save(name: str, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                get_user_model().objects.create_user(name, password="x")
+            except IntegrityError:
+                pass
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=save, args=(name,)) for name in (f"lee{n}", f"LEE{n}")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert get_user_model().objects.filter(username__iexact=f"lee{n}").count() == 1, n
+    assert not get_user_model().objects.filter(account__isnull=True).exists()
 
 
 @pytest.mark.embedded
