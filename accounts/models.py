@@ -6,7 +6,7 @@ backfilled for the users that existed before it: Django's ``auth.User`` cannot g
 a column without swapping the user model, which an existing database does not allow.
 Reads that render many users' ids join it (one statement, not one per row).
 
-It also holds ``username_key`` (``accounts.usernames``), unique: the database, not a
+It also holds ``token_generation`` (``accounts.tokens``) and ``username_key`` (``accounts.usernames``), unique: the database, not a
 check before an insert, is what keeps two registrations of ``alice`` and ``ALICE``
 racing each other from both succeeding, on PostgreSQL and SQLite alike (a unique
 expression index on ``auth_user`` would need ``lower()``, which differs from Python's
@@ -34,6 +34,9 @@ class Account(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # A TextField: casefolding may lengthen a name past the username's 150 characters.
     username_key = models.TextField(unique=True, null=True, editable=False)
+    # Tokens carry it in their digest (accounts.tokens): a user made active again gets a
+    # new one, so tokens issued before a deactivation stay dead after it.
+    token_generation = models.PositiveIntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         db_table = "accounts_account"

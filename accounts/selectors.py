@@ -15,17 +15,22 @@ from config.sql import fetch, from_row
 ME = "me"
 
 
-def public_id_of(user: AbstractBaseUser) -> str:
-    """The user's public id: from the joined row when the user was loaded with it
+def account_of(user: AbstractBaseUser) -> Account:
+    """The user's account: the joined row when the user was loaded with it
     (``select_related("account")``, as the JWT authentication does), else one read,
     kept on the instance."""
     try:
-        return user.account.public_id  # type: ignore[attr-defined]
+        return user.account  # type: ignore[attr-defined,no-any-return]
     except Account.DoesNotExist:
-        # A user made without post_save (bulk_create) gets its id on first use.
+        # A user made without post_save (bulk_create) gets its account on first use.
         account, _ = Account.objects.get_or_create(user_id=user.pk)
         user.account = account  # type: ignore[attr-defined]
-        return account.public_id
+        return account
+
+
+def public_id_of(user: AbstractBaseUser) -> str:
+    """The user's public id (``account_of``)."""
+    return account_of(user).public_id
 
 
 def user_known_as(*, user_id: int, public_id: str) -> AbstractBaseUser:

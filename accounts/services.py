@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
@@ -28,16 +29,29 @@ class UsernameTaken(DjangoValidationError, IntegrityError):
     ``createsuperuser`` answers it as one) and an integrity error (what the key says)."""
 
 
-def user_on_saving(sender: type, instance: AbstractBaseUser, raw: bool = False, **_: Any) -> None:
+def user_on_saving(
+    sender: type,
+    instance: AbstractBaseUser,
+    raw: bool = False,
+    update_fields: frozenset[str] | None = None,
+    **_: Any,
+) -> None:
     """``pre_save`` of a user: the username is stored normalized, however the user is
     saved (registration, the admin, ``createsuperuser``, the ORM); a new user may not
     take a name that is one with an existing account's. The key is checked here, before
-    the user's row exists: outside a transaction a row written first would stay."""
-    if raw or not isinstance(instance.username, str):  # type: ignore[attr-defined]
+    the user's row exists: outside a transaction a row written first would stay. A user
+    made active again starts a new token generation (``accounts.tokens``)."""
+    if raw:
         return
-    instance.username = username_normalize(instance.username)  # type: ignore[attr-defined]
-    if instance._state.adding and username_taken(instance.username):  # type: ignore[attr-defined]
-        raise UsernameTaken("A user with that username already exists.", code="unique")
+    if isinstance(instance.username, str):  # type: ignore[attr-defined]
+        instance.username = username_normalize(instance.username)  # type: ignore[attr-defined]
+        if instance._state.adding and username_taken(instance.username):  # type: ignore[attr-defined]
+            raise UsernameTaken("A user with that username already exists.", code="unique")
+    if not instance._state.adding and instance.is_active and (update_fields is None or "is_active" in update_fields):
+        # Made active again: the tokens issued before the deactivation stay dead.
+        Account.objects.filter(user_id=instance.pk, user__is_active=False).update(
+            token_generation=F("token_generation") + 1
+        )
 
 
 def account_on_user_saved(

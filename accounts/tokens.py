@@ -1,7 +1,9 @@
 """The user API's JWTs: the token a client holds names its user by the
 public id (``sub: "usr_…"``), never the database's integer key, and carries a digest
-of the password it was issued under (``pwh``), so that a new password, whoever set it
-(``POST /auth/password``, an operator in Django admin), ends every token issued before.
+of the password it was issued under and of the account's token generation (``pwh``), so
+that a new password, whoever set it (``POST /auth/password``, an operator in Django
+admin), ends every token issued before, and so does a deactivation: while the user is
+inactive no token is taken, and making them active again starts a new generation.
 
 Issuing a token writes nothing: a refresh token gets its row in simplejwt's blacklist
 tables (``accounts.services``) only when it is used up, by a refresh or a logout."""
@@ -15,26 +17,28 @@ from django.utils.crypto import salted_hmac
 from rest_framework_simplejwt import tokens
 from rest_framework_simplejwt.settings import api_settings
 
-from accounts.selectors import public_id_of
+from accounts.selectors import account_of, public_id_of
 
 AUTH_HASH_CLAIM = "pwh"
 _AUTH_HASH_SALT = "accounts.tokens.auth_hash"
 
 # The digest of each (user, password hash) this process has computed: every
 # authenticated request compares it, and an HMAC each time was most of that check.
-_AUTH_HASHES: dict[tuple[int, str], str] = {}
+_AUTH_HASHES: dict[tuple[int, str, int], str] = {}
 _AUTH_HASHES_MAX = 10_000
 
 
 def token_auth_hash(user: AbstractBaseUser) -> str:
-    """A digest of the user's password hash, as Django's session auth hash is: any
-    new password changes it. An HMAC under ``SECRET_KEY``, so a token tells nothing
-    of the hash (simplejwt's own ``CHECK_REVOKE_TOKEN`` puts a bare MD5 of it in
-    every token)."""
-    key = (user.pk, user.password)
+    """A digest of the user's password hash, as Django's session auth hash is (any new
+    password changes it), and of their token generation. An HMAC under ``SECRET_KEY``,
+    so a token tells nothing of the hash (simplejwt's own ``CHECK_REVOKE_TOKEN`` puts a
+    bare MD5 of it in every token)."""
+    generation = account_of(user).token_generation
+    key = (user.pk, user.password, generation)
     value = _AUTH_HASHES.get(key)
     if value is None:
-        value = salted_hmac(_AUTH_HASH_SALT, f"{user.pk}:{user.password}", algorithm="sha256").hexdigest()[:32]
+        text = f"{user.pk}:{user.password}" + (f":{generation}" if generation else "")
+        value = salted_hmac(_AUTH_HASH_SALT, text, algorithm="sha256").hexdigest()[:32]
         if len(_AUTH_HASHES) >= _AUTH_HASHES_MAX:
             _AUTH_HASHES.clear()
         _AUTH_HASHES[key] = value

@@ -145,6 +145,13 @@ def test_an_operator_who_sets_a_password_in_django_admin_or_deactivates_a_user_e
     assert refused(client.profile(tokens["access"]))
     assert refused(client.refresh(tokens["refresh"]))
     assert client.login("sybil").status_code == 401
+    # Made active again in the admin: her tokens from before stay dead, a new login works.
+    saved = admin.submit(f"/admin/auth/user/{sybil.pk}/change/", {"is_active": "on"})
+    assert saved.status_code == 302, saved.text[:3000]
+    assert get_user_model().objects.get(pk=sybil.pk).is_active
+    assert refused(client.profile(tokens["access"]))
+    assert refused(client.refresh(tokens["refresh"]))
+    assert client.profile(pair(client, "sybil")["access"]).status_code == 200
 
 
 def test_a_deleted_users_tokens_are_refused_with_the_error_body(server):
