@@ -26,7 +26,7 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv lock browser pgbouncer prometheus run test lint docs bench clean
+.PHONY: venv lock browser node pgbouncer prometheus run test lint docs bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 # --require-hashes: every package, direct or transitive, is the very file that was locked.
@@ -53,6 +53,13 @@ browser:
 	@command -v chromium >/dev/null 2>&1 && command -v jq >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium and jq for the browser and quick-start tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium jq >/dev/null; }
+
+# The generated TypeScript client's test compiles it with tsc and runs it with node (its npm
+# packages are pinned in tests/clients/ts/package-lock.json).
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Debian's nodejs and npm for the generated TypeScript client's test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 
 # tests/test_pgbouncer.py runs its own pgbouncer process (Debian's program; the test starts and stops it).
 pgbouncer:
@@ -97,7 +104,7 @@ run: venv
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
 # The suite runs with DEBUG false; its test-only SECRET_KEY and CREDENTIAL_ENCRYPTION_KEYS
 # come from tests/environment.py (a pytest plugin), so a bare .venv/bin/pytest has them too.
-test: venv browser pgbouncer prometheus
+test: venv browser node pgbouncer prometheus
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)
