@@ -159,13 +159,13 @@ class UserAiSettingsAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: UserAiSettings, form: forms.ModelForm, change: bool) -> None:
         """A change goes through the service the user API calls, so it means the same
         however it is made: a new timezone takes the day's usage with it, turning AI
-        analysis off cancels the user's jobs."""
-        if not change:
-            super().save_model(request, obj, form, change)
-            return
-        changed = {_SETTINGS_FIELDS[name]: form.cleaned_data[name] for name in form.changed_data if name != "user"}
-        if changed:
-            job_services.ai_settings_update(user=obj.user, by_staff=True, **changed)
+        analysis off cancels the user's jobs. Adding a user's row is changing the
+        defaults they had until then."""
+        names = form.changed_data if change else list(form.cleaned_data)
+        changed = {_SETTINGS_FIELDS[name]: form.cleaned_data[name] for name in names if name in _SETTINGS_FIELDS}
+        changed.pop("user", None)
+        if changed or not change:
+            obj.pk = job_services.ai_settings_update(user=obj.user, by_staff=True, **changed).pk
 
 
 @admin.register(UserAiUsage)

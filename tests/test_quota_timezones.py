@@ -21,7 +21,7 @@ from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings, UserAiUsage
 from tests.support.api import RuntimeClient, error_code
-from tests.support.factories import VALID_OUTPUTS
+from tests.support.factories import VALID_OUTPUTS, JobFactory
 from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
@@ -255,6 +255,23 @@ def test_turning_ai_analysis_off_in_admin_cancels_the_users_pending_jobs():
     assert AiRuntimeJob.objects.get(id=job_id).status == "cancelled"
 
 
+def test_adding_a_users_settings_in_admin_with_ai_off_cancels_the_jobs_the_default_let_in(settings):
+    """A user without a settings row has the defaults; an operator's new row for them
+    is a change of those, made as the API makes it."""
+    settings.AI_ANALYSIS_ENABLED_BY_DEFAULT = True
+    job = JobFactory(consented=False)
+    assert not UserAiSettings.objects.filter(user=job.user).exists()
+    operator = _operator()
+    form = operator.get("/admin/quotas/useraisettings/add/").context["adminform"].form
+    data = {name: bound.value() for name, bound in ((b.name, b) for b in form) if bound.value() not in (None, False)}
+    data.update({"user": job.user.pk, "_save": "Save"})
+    data.pop("ai_analysis_enabled", None)  # the box unticked
+    page = operator.post("/admin/quotas/useraisettings/add/", data)
+    assert _saved(page), page.content.decode()[:3000]
+    assert UserAiSettings.objects.get(user=job.user).ai_analysis_enabled is False
+    assert AiRuntimeJob.objects.get(id=job.id).status == "cancelled"
+
+
 def test_a_users_settings_cannot_be_deleted_alone_in_admin():
     """Deleting the row would bring it back with the defaults: consent changed with no
     job cancelled. The settings go with their user only."""
@@ -265,6 +282,6 @@ def test_a_users_settings_cannot_be_deleted_alone_in_admin():
     bulk = operator.post(
         "/admin/quotas/useraisettings/", {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"}
     )
-    assert bulk.status_code in (200, 302)  # the action is not offered: nothing is deleted
+    assert bulk.status_code == 403  # the action is not offered, and refused when posted
     assert UserAiSettings.objects.get(pk=row.pk).ai_analysis_enabled is True
     assert AiRuntimeJob.objects.get(id=job_id).status == "pending"
