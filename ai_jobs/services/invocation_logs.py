@@ -72,11 +72,14 @@ def invocation_logs_store(
     *, job: AiRuntimeJob, instance_id: str, logs: Sequence[dict[str, Any]], now: dt.datetime, field: str = "logs"
 ) -> Calls:
     """Store logs of a job already in hand (the result's transaction): one
-    statement. A log naming an attempt the job never had is a ``400
-    VALIDATION_ERROR`` on ``field``; the caller's transaction then stores nothing."""
+    statement, on PostgreSQL ``queries.RECORD_LOGS`` as for logs sent on their own. A
+    log naming an attempt the job never had is a ``400 VALIDATION_ERROR`` on ``field``;
+    the caller's transaction then stores nothing."""
     bad = _bad_attempts(logs, job.attempt_no)
     if bad:
         raise DomainError(ErrorCode.VALIDATION_ERROR, "A log names an attempt the job never had", fields={field: bad})
+    if connection.vendor == "postgresql":
+        return _counted(fetch(queries.RECORD_LOGS, _columns(job.id, instance_id, logs, now)))
     rows = [
         {"job_id": job.id, "attempt_no": log["attempt_no"], "runtime_instance_id": instance_id, **_fields(log),
          "created_at": now}
