@@ -3,7 +3,7 @@
 They are SQL because each is one conditional statement the ORM cannot say in one go
 (an upsert whose WHERE admits an increment only under a limit, ``RETURNING`` what it
 wrote), or because the hot path runs it on every request. ``config.sql`` runs them on
-PostgreSQL and SQLite alike, but ``RECORD_PLATFORM_RESULT``, which is PostgreSQL's alone.
+PostgreSQL and SQLite alike, but ``COUNT_USAGE``, which is PostgreSQL's alone.
 """
 
 # --- the user's settings and day -------------------------------------------------------------------
@@ -49,17 +49,6 @@ WHERE quota_user_ai_usage.job_count < %(max_jobs)s
     AND (quota_user_ai_usage.left_epoch IS NULL OR quota_user_ai_usage.left_epoch <= %(epoch)s)
 RETURNING job_count"""
 
-# Tokens and cost added to the user's day: the day a change of timezone moved them to
-# comes back (``moved_to``), for the caller to count them there too.
-ADD_USER_USAGE = """INSERT INTO quota_user_ai_usage
-    (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at)
-VALUES (%(user_id)s, %(day)s, %(api_key_mode)s, 0, %(tokens)s, %(cost_cents)s, %(now)s)
-ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE
-SET tokens_used = quota_user_ai_usage.tokens_used + EXCLUDED.tokens_used,
-    cost_cents = quota_user_ai_usage.cost_cents + EXCLUDED.cost_cents,
-    updated_at = EXCLUDED.updated_at
-RETURNING moved_to"""
-
 # --- the timezone move: the day left to the day arrived in ----------------------------------------------
 # Each row is locked before it is read, the day arrived in first: a result's tokens
 # follow ``moved_to`` to the day the user is on last, so the two never wait on each
@@ -96,15 +85,6 @@ SET job_count = CASE WHEN EXCLUDED.job_count > quota_user_ai_usage.job_count
 
 # --- the platform's day --------------------------------------------------------------------------------
 
-# Platform-key tokens and cost added to one shard of the day (a random one, so
-# concurrent results do not all queue for one row's lock).
-ADD_PLATFORM_USAGE = """INSERT INTO quota_platform_daily_usage (day, shard, tokens_used, cost_cents, updated_at)
-VALUES (%(day)s, %(shard)s, %(tokens)s, %(cost_cents)s, %(now)s)
-ON CONFLICT (day, shard) DO UPDATE
-SET tokens_used = quota_platform_daily_usage.tokens_used + EXCLUDED.tokens_used,
-    cost_cents = quota_platform_daily_usage.cost_cents + EXCLUDED.cost_cents,
-    updated_at = EXCLUDED.updated_at"""
-
 # The platform's tokens and cost of a day: the sum of its shards. Every platform-key
 # result reads it.
 PLATFORM_USAGE_OF_DAY = """SELECT COALESCE(SUM(tokens_used), 0), COALESCE(SUM(cost_cents), 0)
@@ -124,22 +104,23 @@ BREAKER_STATE = "SELECT state FROM quota_platform_circuit_breaker WHERE id = 1"
 COUNT_BREAKER_FAILURE = """UPDATE quota_platform_circuit_breaker SET consecutive_failures = consecutive_failures + 1
 WHERE id = 1 RETURNING consecutive_failures, state"""
 
-# A platform-key success: the failures start again from none. The usual breaker (closed,
-# no failures) matches no row, so its row is written only when it changes.
-RESET_BREAKER_FAILURES = """UPDATE quota_platform_circuit_breaker SET consecutive_failures = 0
-WHERE id = 1 AND (consecutive_failures > 0 OR state = 'half_open') RETURNING state"""
+# --- counting tokens and cost (quotas.services.counting), PostgreSQL's one statement -----------------
 
-# --- a platform-key result, PostgreSQL's one statement -------------------------------------------------
-
-# What ADD_USER_USAGE, ADD_PLATFORM_USAGE, PLATFORM_USAGE_OF_DAY and RESET_BREAKER_FAILURES
-# do for a platform-key result, as data-modifying CTEs of one statement: one round trip
-# in the result's transaction. PostgreSQL's alone: SQLite has no data-modifying CTEs and
-# runs those statements one by one. The CTEs see the snapshot the statement began with,
-# not each other's writes: the day's total is this shard's new row plus the other shards.
-RECORD_PLATFORM_RESULT = """WITH user_day AS (
+# Tokens and cost counted on the user's day (``day``; no ``user_id``: none), with ``platform``
+# on a shard of the platform's day (``today``; a random shard, so concurrent results rarely
+# queue for one row's lock), and with ``success`` (a platform-key result) the breaker's
+# consecutive failures started again: the usual breaker (closed, no failures) matches no row,
+# so its row is written only when it changes. Returns the platform's day after it (the CTEs
+# see the snapshot the statement began with, not each other's writes: this shard's new row
+# plus the other shards), the breaker's state when it was reset, and the day a change of
+# timezone moved the user to from ``day``. PostgreSQL's alone: SQLite has no data-modifying
+# CTEs and makes the same moves with the ORM.
+COUNT_USAGE = """WITH user_day AS (
     INSERT INTO quota_user_ai_usage
         (user_id, local_date, api_key_mode, job_count, tokens_used, cost_cents, updated_at)
-    VALUES (%(user_id)s, %(day)s, 'platform_key', 0, %(tokens)s, %(cost_cents)s, %(now)s)
+    SELECT CAST(%(user_id)s AS integer), CAST(%(day)s AS date), CAST(%(api_key_mode)s AS text), 0,
+        CAST(%(tokens)s AS bigint), CAST(%(cost_cents)s AS numeric), CAST(%(now)s AS timestamptz)
+    WHERE CAST(%(user_id)s AS integer) IS NOT NULL
     ON CONFLICT (user_id, local_date, api_key_mode) DO UPDATE
     SET tokens_used = quota_user_ai_usage.tokens_used + EXCLUDED.tokens_used,
         cost_cents = quota_user_ai_usage.cost_cents + EXCLUDED.cost_cents,
@@ -147,7 +128,9 @@ RECORD_PLATFORM_RESULT = """WITH user_day AS (
     RETURNING moved_to
 ), shard AS (
     INSERT INTO quota_platform_daily_usage (day, shard, tokens_used, cost_cents, updated_at)
-    VALUES (%(today)s, %(shard)s, %(tokens)s, %(cost_cents)s, %(now)s)
+    SELECT CAST(%(today)s AS date), CAST(%(shard)s AS smallint), CAST(%(tokens)s AS bigint),
+        CAST(%(cost_cents)s AS numeric), CAST(%(now)s AS timestamptz)
+    WHERE CAST(%(platform)s AS boolean)
     ON CONFLICT (day, shard) DO UPDATE
     SET tokens_used = quota_platform_daily_usage.tokens_used + EXCLUDED.tokens_used,
         cost_cents = quota_platform_daily_usage.cost_cents + EXCLUDED.cost_cents,
@@ -155,11 +138,12 @@ RECORD_PLATFORM_RESULT = """WITH user_day AS (
     RETURNING tokens_used, cost_cents
 ), breaker AS (
     UPDATE quota_platform_circuit_breaker SET consecutive_failures = 0
-    WHERE id = 1 AND (consecutive_failures > 0 OR state = 'half_open')
+    WHERE CAST(%(success)s AS boolean) AND id = 1 AND (consecutive_failures > 0 OR state = 'half_open')
     RETURNING state
 ), others AS (
     SELECT COALESCE(SUM(tokens_used), 0) AS tokens, COALESCE(SUM(cost_cents), 0) AS cost
-    FROM quota_platform_daily_usage WHERE day = %(today)s AND shard <> %(shard)s
+    FROM quota_platform_daily_usage
+    WHERE CAST(%(platform)s AS boolean) AND day = CAST(%(today)s AS date) AND shard <> CAST(%(shard)s AS smallint)
 )
 SELECT (SELECT tokens_used FROM shard) + (SELECT tokens FROM others),
     (SELECT cost_cents FROM shard) + (SELECT cost FROM others),

@@ -19,7 +19,7 @@ from config.errors import DomainError, ErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import CircuitBreakerEvent, CircuitState, PlatformCircuitBreaker
-from quotas.services import usage
+from quotas.services import counting
 from tests.support.api import RuntimeClient, error_code
 from tests.support.breaker import breaker_half_open, breaker_open, run_and_fail, run_and_succeed
 from tests.support.concurrency import run_together
@@ -38,10 +38,12 @@ def _events() -> list[tuple[str, str, str]]:
     return list(CircuitBreakerEvent.objects.order_by("id").values_list("from_state", "to_state", "actor"))
 
 
-def _platform_key_success(record=quotas.usage_record_result, **mode) -> None:
-    """A platform-key result counted as one lands (``record``: how): the breaker's success."""
+def _platform_key_success() -> None:
+    """A platform-key result counted as one lands: the breaker's success."""
     user = UserFactory()
-    record(user_id=user.pk, quota_date=None, total_tokens=1, cost_cents=Decimal(0), **mode)
+    quotas.usage_record_result(
+        user_id=user.pk, quota_date=None, api_key_mode="platform_key", total_tokens=1, cost_cents=Decimal(0)
+    )
 
 
 # --- through the runtime and user APIs --------------------------------------------------------------
@@ -221,7 +223,7 @@ def test_a_failure_while_half_open_opens_it_and_a_success_closes_it():
         CircuitBreakerEvent.objects.order_by("id").last().reason == "A platform-key model call failed while half-open"
     )
     quotas.breaker_transition(to=CircuitState.HALF_OPEN, actor="operator", reason="again")
-    _platform_key_success(api_key_mode="platform_key")
+    _platform_key_success()
     assert _state() == ("closed", 0)
     assert _events()[-1] == ("half_open", "closed", "system")
 
@@ -230,11 +232,11 @@ def test_a_failure_while_half_open_opens_it_and_a_success_closes_it():
 def test_a_success_resets_the_failures_of_a_closed_breaker_without_moving_it():
     quotas.breaker_record_failure()
     quotas.breaker_record_failure()
-    _platform_key_success(api_key_mode="platform_key")
+    _platform_key_success()
     assert _state() == ("closed", 0) and _events() == []
 
 
-def test_a_success_on_a_closed_breaker_without_failures_leaves_its_row_unwritten():
+def test_a_success_on_a_closed_breaker_without_failures_leaves_its_row_unwritten(monkeypatch):
     if connection.vendor != "postgresql":
         pytest.skip("reads PostgreSQL's row version")
     quota_selectors.breaker_get()
@@ -245,8 +247,9 @@ def test_a_success_on_a_closed_breaker_without_failures_leaves_its_row_unwritten
             return cursor.fetchone()[0]
 
     before = version()
-    _platform_key_success(usage.result_in_one_statement)
-    _platform_key_success(usage.result_step_by_step, api_key_mode="platform_key")
+    _platform_key_success()
+    monkeypatch.setattr(counting, "_in_one_statement", counting._with_orm)  # SQLite's way, on PostgreSQL
+    _platform_key_success()
     assert version() == before
 
 

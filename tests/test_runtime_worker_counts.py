@@ -39,6 +39,8 @@ def test_ten_platform_key_jobs_whose_model_call_hangs_past_its_time_open_the_bre
     for job in jobs:
         done = final(job, timeout=30)
         assert (done.status, done.error_code) == ("failed", "MODEL_TIMEOUT"), done.error_message
+    # A failure is counted after its job's transaction: the last one may still be on its way.
+    wait_for(lambda: quota_selectors.breaker_get().state == CircuitState.OPEN, timeout=10, what="the breaker open")
     breaker = quota_selectors.breaker_get()
     assert (breaker.state, breaker.consecutive_failures) == (CircuitState.OPEN, 10)
 

@@ -1,8 +1,8 @@
 """The user's day as the quotas count it: jobs reserved against the day's limits, each
 key mode apart; a result's and failed calls' tokens and cost on the day the job was
 counted on, and for the platform key on the platform's day too. On PostgreSQL a
-platform-key result is counted in one statement; the step-by-step path the embedded
-default (SQLite) runs gives the same counters. (A change of timezone carrying the day:
+result is counted in one statement; the ORM's moves the embedded default (SQLite)
+makes give the same counters. (A change of timezone carrying the day:
 ``test_quota_timezones.py``.)"""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from quotas.models import (
     UserAiSettings,
     UserAiUsage,
 )
-from quotas.services import budget, usage
+from quotas.services import counting
 from tests.support.api import RuntimeClient, error_code
 from tests.support.breaker import run_and_succeed
 from tests.support.factories import UserFactory
@@ -159,7 +159,7 @@ def test_a_result_of_a_job_without_a_quota_day_counts_on_the_users_today():
     assert _counted(ai_settings, quota_selectors.local_date(ai_settings=ai_settings)) == {"user_deepseek_key": (0, 9)}
 
 
-# --- PostgreSQL's one statement and the step-by-step path count the same --------------------------
+# --- PostgreSQL's one statement and the ORM's moves count the same -----------------------------------
 
 DAY_1, DAY_2, DAY_3 = dt.date(2099, 3, 1), dt.date(2099, 3, 2), dt.date(2099, 3, 3)
 
@@ -235,33 +235,36 @@ def _run(record: Callable[..., None], scenario: str) -> dict:
     return counters
 
 
-def _step_by_step(**kwargs) -> None:
-    usage.result_step_by_step(api_key_mode="platform_key", **kwargs)
+def _platform_result(**kwargs) -> None:
+    quotas.usage_record_result(api_key_mode="platform_key", **kwargs)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_a_platform_key_result_counts_the_same_in_one_statement_and_step_by_step(scenario, settings, monkeypatch):
+def test_a_platform_key_result_counts_the_same_in_one_statement_and_with_the_orm(scenario, settings, monkeypatch):
     if connection.vendor != "postgresql":
         pytest.skip("the one statement is PostgreSQL's (data-modifying CTEs)")
     settings.PLATFORM_DAILY_TOKEN_BUDGET = SCENARIOS[scenario][1]
-    for module in (usage, budget):  # one shard: each result meets the row an earlier one wrote
-        monkeypatch.setattr(module, "platform_shard", lambda: 0)
-    one_statement = _run(usage.result_in_one_statement, scenario)
-    step_by_step = _run(_step_by_step, scenario)
-    assert one_statement == step_by_step
+    # One shard: each result meets the row an earlier one wrote.
+    monkeypatch.setattr(counting, "platform_shard", lambda: 0)
+    one_statement = _run(_platform_result, scenario)
+    monkeypatch.setattr(counting, "_in_one_statement", counting._with_orm)  # SQLite's way, on PostgreSQL
+    with_orm = _run(_platform_result, scenario)
+    assert one_statement == with_orm
     assert one_statement["user"] and one_statement["platform"][0] > 0  # it did count
 
 
-def test_on_postgresql_a_platform_key_result_is_one_statement_and_a_user_key_one_its_upsert():
+def test_on_postgresql_a_result_or_a_call_is_counted_in_one_statement():
     if connection.vendor != "postgresql":
         pytest.skip("counts PostgreSQL's statements")
     ai_settings = _limited()
     quota_selectors.breaker_get()
     day = quota_selectors.local_date(ai_settings=ai_settings)
-    for mode, statement in (("platform_key", "WITH user_day AS"), ("user_deepseek_key", "INSERT INTO quota_user")):
-        with CaptureQueriesContext(connection) as captured:
-            quotas.usage_record_result(user_id=ai_settings.user_id, quota_date=day, api_key_mode=mode, total_tokens=3,
-                                       cost_cents=Decimal(0))  # fmt: skip
-        (sql,) = [query["sql"] for query in captured.captured_queries]
-        assert sql.startswith(statement), sql
-    assert quota_selectors.usage_of_day(user_id=ai_settings.user_id, day=day)["platform_key"].tokens_used == 3
+    for record in (quotas.usage_record_result, quotas.usage_record_calls):
+        for mode in ("platform_key", "user_deepseek_key"):
+            with CaptureQueriesContext(connection) as captured:
+                record(user_id=ai_settings.user_id, quota_date=day, api_key_mode=mode, total_tokens=3,
+                       cost_cents=Decimal(0))  # fmt: skip
+            (sql,) = [query["sql"] for query in captured.captured_queries]
+            assert sql.startswith("WITH user_day AS"), (record, mode, sql)
+    counted = quota_selectors.usage_of_day(user_id=ai_settings.user_id, day=day)
+    assert counted["platform_key"].tokens_used == counted["user_deepseek_key"].tokens_used == 6

@@ -2,7 +2,9 @@
 
 ``ai_settings``: a user's AI settings, and the timezone move that carries their usage
 to the new local day; ``usage``: the user's daily jobs and tokens; ``budget``: the
-platform key's daily budget; ``breaker``: the platform key's circuit breaker. Reads
+platform key's daily budget; ``breaker``: the platform key's circuit breaker;
+``counting``: the one write that counts tokens and cost on the user's and the
+platform's days, which ``usage`` and ``budget`` share. Reads
 that views, services and other apps share are in ``quotas.selectors``.
 """
 

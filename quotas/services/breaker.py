@@ -91,16 +91,9 @@ def breaker_record_failure() -> None:
         )
 
 
-def breaker_reset_failures() -> str | None:
-    """A platform-key success (a result, as ``usage`` counts it): the count of
-    consecutive failures starts again. The breaker's state when it was written, None
-    when there was nothing to write (closed with no failures, the usual case)."""
-    rows = fetch(queries.RESET_BREAKER_FAILURES)
-    return rows[0][0] if rows else None
-
-
 def breaker_close_if_half_open(*, state: str | None) -> None:
-    """``state``: the breaker's, as a success found it; a half-open one closes."""
+    """``state``: the breaker's, as a success found it when it started its failures
+    again (``counting``); a half-open one closes."""
     if state == CircuitState.HALF_OPEN:
         breaker_transition(
             to=CircuitState.CLOSED,

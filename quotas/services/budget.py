@@ -4,37 +4,31 @@ while the day's budget is used up new platform-key jobs get its own codes."""
 
 from __future__ import annotations
 
-import random
 from decimal import Decimal
-
-from django.utils import timezone
 
 from config.errors import DomainError, ErrorCode
 from config.sql import fetch
 from quotas import queries
-from quotas.models import PLATFORM_USAGE_SHARDS
+from quotas.models import ApiKeyMode
 from quotas.selectors import PlatformUsage, platform_day, platform_usage, platform_usage_today
 from quotas.services.breaker import breaker_check_open, breaker_open_over_budget
-
-
-def platform_shard() -> int:
-    """The shard a count goes to: any, so concurrent results rarely meet on one row."""
-    return random.randrange(PLATFORM_USAGE_SHARDS)
+from quotas.services.counting import Count, usage_count
 
 
 def platform_usage_add(*, tokens: int, cost_cents: Decimal) -> None:
-    """Add to a shard of today's platform usage; going over a budget opens the breaker."""
-    fetch(
-        queries.ADD_PLATFORM_USAGE,
-        {
-            "day": platform_day(),
-            "shard": platform_shard(),
-            "tokens": tokens,
-            "cost_cents": cost_cents,
-            "now": timezone.now(),
-        },
+    """Add to today's platform usage, no user's; going over a budget opens the breaker."""
+    counted = usage_count(
+        Count(
+            user_id=None,
+            day=None,
+            api_key_mode=ApiKeyMode.PLATFORM_KEY,
+            tokens=tokens,
+            cost_cents=cost_cents,
+            platform=True,
+        )
     )
-    breaker_open_over_budget(reason=platform_usage_today().over_budget())
+    if counted.platform is not None:
+        breaker_open_over_budget(reason=counted.platform.over_budget())
 
 
 def platform_budget_admit(usage: PlatformUsage | None = None) -> None:

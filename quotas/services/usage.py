@@ -11,25 +11,15 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from django.db import connection
 from django.utils import timezone
 
 from config.errors import DomainError, ErrorCode
 from config.sql import fetch
 from quotas import queries
 from quotas.models import ApiKeyMode, UserAiSettings
-from quotas.selectors import (
-    DailyUsage,
-    ai_settings_get,
-    as_date,
-    local_date,
-    platform_day,
-    platform_usage,
-    quota_state_get,
-    usage_of_day,
-)
-from quotas.services.breaker import breaker_close_if_half_open, breaker_open_over_budget, breaker_reset_failures
-from quotas.services.budget import platform_shard, platform_usage_add
+from quotas.selectors import DailyUsage, ai_settings_get, local_date, quota_state_get, usage_of_day
+from quotas.services.breaker import breaker_close_if_half_open, breaker_open_over_budget
+from quotas.services.counting import Count, usage_count, user_day_count
 
 # A user changing timezone as fast as they can while creating jobs: each attempt lost
 # means another change of theirs committed in between.
@@ -93,24 +83,8 @@ def _quota_day(*, user_id: int, quota_date: dt.date | None) -> dt.date:
     return quota_date or local_date(ai_settings=ai_settings_get(user_id=user_id))
 
 
-def _add_user_usage(*, user_id: int, day: dt.date, api_key_mode: str, tokens: int, cost_cents: Decimal) -> object:
-    """Add to the user's day; the day a change of timezone moved them to from it, if any."""
-    ((moved_to,),) = fetch(
-        queries.ADD_USER_USAGE,
-        {
-            "user_id": user_id,
-            "day": day,
-            "api_key_mode": api_key_mode,
-            "tokens": tokens,
-            "cost_cents": cost_cents,
-            "now": timezone.now(),
-        },
-    )
-    return moved_to
-
-
 def _follow_moves(
-    *, user_id: int, day: dt.date, moved_to: object, api_key_mode: str, tokens: int, cost_cents: Decimal
+    *, user_id: int, day: dt.date, moved_to: dt.date | None, api_key_mode: str, tokens: int, cost_cents: Decimal
 ) -> None:
     """Tokens that land on a ``day`` the user has left count on the day a change of
     timezone moved them to as well, and on from there if they moved again: the day
@@ -119,100 +93,71 @@ def _follow_moves(
     row from its count to the end."""
     seen = {day}
     while moved_to is not None and len(seen) < MOVES_FOLLOWED:
-        day = as_date(moved_to)
-        if day in seen:
+        if moved_to in seen:
             return
-        seen.add(day)
-        moved_to = _add_user_usage(
-            user_id=user_id, day=day, api_key_mode=api_key_mode, tokens=tokens, cost_cents=cost_cents
+        seen.add(moved_to)
+        moved_to = user_day_count(
+            user_id=user_id, day=moved_to, api_key_mode=api_key_mode, tokens=tokens, cost_cents=cost_cents
+        ).moved_to
+
+
+def _record(
+    *, user_id: int, quota_date: dt.date | None, api_key_mode: str, tokens: int, cost_cents: Decimal, success: bool
+) -> None:
+    day = _quota_day(user_id=user_id, quota_date=quota_date)
+    platform = api_key_mode == ApiKeyMode.PLATFORM_KEY
+    counted = usage_count(
+        Count(
+            user_id=user_id,
+            day=day,
+            api_key_mode=api_key_mode,
+            tokens=tokens,
+            cost_cents=cost_cents,
+            platform=platform,
+            success=success and platform,
         )
-
-
-def _count_on_user_days(*, user_id: int, day: dt.date, api_key_mode: str, tokens: int, cost_cents: Decimal) -> None:
-    moved_to = _add_user_usage(
-        user_id=user_id, day=day, api_key_mode=api_key_mode, tokens=tokens, cost_cents=cost_cents
     )
     _follow_moves(
-        user_id=user_id, day=day, moved_to=moved_to, api_key_mode=api_key_mode, tokens=tokens, cost_cents=cost_cents
+        user_id=user_id,
+        day=day,
+        moved_to=counted.moved_to,
+        api_key_mode=api_key_mode,
+        tokens=tokens,
+        cost_cents=cost_cents,
     )
+    if counted.platform is not None:
+        breaker_open_over_budget(reason=counted.platform.over_budget())
+    breaker_close_if_half_open(state=counted.breaker_state)
 
 
 def usage_record_calls(
     *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
 ) -> None:
     """Count model calls' tokens and cost against the user's day (the day the job was
-    counted on: its ``quota_date``) and, platform key, the platform's day. Every model
-    call counts: the accepted one through its result, the others through their
-    invocation logs. Runs inside the caller's transaction."""
-    day = _quota_day(user_id=user_id, quota_date=quota_date)
-    _count_on_user_days(user_id=user_id, day=day, api_key_mode=api_key_mode, tokens=total_tokens, cost_cents=cost_cents)
-    if api_key_mode == ApiKeyMode.PLATFORM_KEY:
-        platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
+    counted on: its ``quota_date``) and, platform key, the platform's day, which opens
+    the breaker once over budget. Every model call counts: the accepted one through its
+    result, the others through their invocation logs. Runs inside the caller's transaction."""
+    _record(
+        user_id=user_id,
+        quota_date=quota_date,
+        api_key_mode=api_key_mode,
+        tokens=total_tokens,
+        cost_cents=cost_cents,
+        success=False,
+    )
 
 
 def usage_record_result(
     *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
 ) -> None:
-    """Count a landed result's tokens and cost against the user's day, and for
-    platform-key jobs against the platform's day; a platform-key success resets the
-    breaker's failures and closes a half-open breaker. Runs inside the result's
-    transaction: on PostgreSQL a platform-key result in one statement
-    (``result_in_one_statement``), elsewhere step by step; the two count the same."""
-    if api_key_mode == ApiKeyMode.PLATFORM_KEY and connection.vendor == "postgresql":
-        result_in_one_statement(
-            user_id=user_id, quota_date=quota_date, total_tokens=total_tokens, cost_cents=cost_cents
-        )
-    else:
-        result_step_by_step(
-            user_id=user_id,
-            quota_date=quota_date,
-            api_key_mode=api_key_mode,
-            total_tokens=total_tokens,
-            cost_cents=cost_cents,
-        )
-
-
-def result_step_by_step(
-    *, user_id: int, quota_date: dt.date | None, api_key_mode: str, total_tokens: int, cost_cents: Decimal
-) -> None:
-    """A result counted statement by statement, on either database: the user's day,
-    and for the platform key the breaker's failures, the platform's day (which opens
-    the breaker once over budget), then a half-open breaker closed."""
-    day = _quota_day(user_id=user_id, quota_date=quota_date)
-    _count_on_user_days(user_id=user_id, day=day, api_key_mode=api_key_mode, tokens=total_tokens, cost_cents=cost_cents)
-    if api_key_mode == ApiKeyMode.PLATFORM_KEY:
-        state = breaker_reset_failures()
-        platform_usage_add(tokens=total_tokens, cost_cents=cost_cents)
-        breaker_close_if_half_open(state=state)
-
-
-def result_in_one_statement(
-    *, user_id: int, quota_date: dt.date | None, total_tokens: int, cost_cents: Decimal
-) -> None:
-    """A platform-key result as ``result_step_by_step`` counts it, its writes in one
-    statement of PostgreSQL's (``queries.RECORD_PLATFORM_RESULT``); the breaker's row
-    is written only when it changes."""
-    day = _quota_day(user_id=user_id, quota_date=quota_date)
-    today = platform_day()
-    ((tokens, cost, state, moved_to),) = fetch(
-        queries.RECORD_PLATFORM_RESULT,
-        {
-            "user_id": user_id,
-            "day": day,
-            "tokens": total_tokens,
-            "cost_cents": cost_cents,
-            "now": timezone.now(),
-            "today": today,
-            "shard": platform_shard(),
-        },
-    )
-    _follow_moves(
+    """Count a landed result's tokens and cost as ``usage_record_calls`` does; a
+    platform-key success also starts the breaker's failures again and closes a half-open
+    breaker. Runs inside the result's transaction."""
+    _record(
         user_id=user_id,
-        day=day,
-        moved_to=moved_to,
-        api_key_mode=ApiKeyMode.PLATFORM_KEY,
+        quota_date=quota_date,
+        api_key_mode=api_key_mode,
         tokens=total_tokens,
         cost_cents=cost_cents,
+        success=True,
     )
-    breaker_open_over_budget(reason=platform_usage(day=today, tokens=tokens, cost=cost).over_budget())
-    breaker_close_if_half_open(state=state)
