@@ -1,8 +1,10 @@
 """The one write that counts tokens and cost: on a user's day, on a shard of the
 platform's day, and for a platform-key success the breaker's consecutive failures
 started again. On PostgreSQL it is one statement (``queries.COUNT_USAGE``, data-modifying
-CTEs); SQLite, which has none, makes the same moves with the ORM (``_with_orm``), inside
-its write transaction, where no other writer comes between a write and the read after it.
+CTEs); SQLite, which has none, makes the same moves with the ORM (``_with_orm``). SQLite
+has one writer at a time: from a transaction's first write (an ``UPDATE`` that finds no
+row included) to its commit no other connection writes, so a row the update did not find
+is made by the insert after it, and a read after a write sees what it wrote.
 ``tests/test_usage.py`` runs both on PostgreSQL and compares what they leave."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -94,36 +96,25 @@ def _in_one_statement(count: Count, *, now: dt.datetime, today: dt.date, shard: 
 
 def _add(rows: QuerySet[Any], create: dict[str, Any], *, tokens: int, cost_cents: Decimal, now: dt.datetime) -> bool:
     """Add to the one row ``rows`` selects, or make it; whether it existed."""
-    added = {"tokens_used": F("tokens_used") + tokens, "cost_cents": F("cost_cents") + cost_cents, "updated_at": now}
-    if rows.update(**added):
+    if rows.update(tokens_used=F("tokens_used") + tokens, cost_cents=F("cost_cents") + cost_cents, updated_at=now):
         return True
-    try:
-        with transaction.atomic():
-            rows.model.objects.create(**create, tokens_used=tokens, cost_cents=cost_cents)
-    except IntegrityError:  # made meanwhile
-        rows.update(**added)
-        return True
+    rows.model.objects.create(**create, tokens_used=tokens, cost_cents=cost_cents)
     return False
 
 
 def _with_orm(count: Count, *, now: dt.datetime, today: dt.date, shard: int) -> Counted:
     moved_to = state = platform = None
-    with transaction.atomic():
-        if count.user_id is not None:
-            day = {"user_id": count.user_id, "local_date": count.day, "api_key_mode": count.api_key_mode}
-            if _add(UserAiUsage.objects.filter(**day), day, tokens=count.tokens, cost_cents=count.cost_cents, now=now):
-                moved_to = UserAiUsage.objects.filter(**day).values_list("moved_to", flat=True).get()
-        if count.success and PlatformCircuitBreaker.objects.filter(
-            Q(consecutive_failures__gt=0) | Q(state=CircuitState.HALF_OPEN), id=1
-        ).update(consecutive_failures=0):
-            state = PlatformCircuitBreaker.objects.values_list("state", flat=True).get(id=1)
-        if count.platform:
-            row = {"day": today, "shard": shard}
-            _add(
-                PlatformDailyUsage.objects.filter(**row), row, tokens=count.tokens, cost_cents=count.cost_cents, now=now
-            )
-            sums = PlatformDailyUsage.objects.filter(day=today).aggregate(
-                tokens=Sum("tokens_used"), cost=Sum("cost_cents")
-            )
-            platform = platform_usage(day=today, tokens=sums["tokens"] or 0, cost=sums["cost"] or 0)
+    if count.user_id is not None:
+        day = {"user_id": count.user_id, "local_date": count.day, "api_key_mode": count.api_key_mode}
+        if _add(UserAiUsage.objects.filter(**day), day, tokens=count.tokens, cost_cents=count.cost_cents, now=now):
+            moved_to = UserAiUsage.objects.filter(**day).values_list("moved_to", flat=True).get()
+    if count.success and PlatformCircuitBreaker.objects.filter(
+        Q(consecutive_failures__gt=0) | Q(state=CircuitState.HALF_OPEN), id=1
+    ).update(consecutive_failures=0):
+        state = PlatformCircuitBreaker.objects.values_list("state", flat=True).get(id=1)
+    if count.platform:
+        row = {"day": today, "shard": shard}
+        _add(PlatformDailyUsage.objects.filter(**row), row, tokens=count.tokens, cost_cents=count.cost_cents, now=now)
+        sums = PlatformDailyUsage.objects.filter(day=today).aggregate(tokens=Sum("tokens_used"), cost=Sum("cost_cents"))
+        platform = platform_usage(day=today, tokens=sums["tokens"] or 0, cost=sums["cost"] or 0)
     return Counted(moved_to=moved_to, platform=platform, breaker_state=state)
