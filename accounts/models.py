@@ -6,9 +6,9 @@ backfilled for the users that existed before it: Django's ``auth.User`` cannot g
 a column without swapping the user model, which an existing database does not allow.
 Reads that render many users' ids join it (one statement, not one per row).
 
-It also holds ``token_generation`` (``accounts.tokens``) and ``username_key`` (``accounts.usernames``), unique: the database, not a
-check before an insert, is what keeps two registrations of ``alice`` and ``ALICE``
-racing each other from both succeeding, on PostgreSQL and SQLite alike (a unique
+It also holds ``token_generation`` (``accounts.tokens``) and ``username_key``
+(``accounts.usernames``), unique: the database, not a check before an insert, is what
+keeps two registrations of ``alice`` and ``ALICE`` racing each other from both succeeding, on PostgreSQL and SQLite alike (a unique
 expression index on ``auth_user`` would need ``lower()``, which differs from Python's
 casefold on PostgreSQL and knows only ASCII on SQLite). Empty (NULL) only for an
 account that shared its key with an older one when the key was introduced (docs/api/authentication.md)."""

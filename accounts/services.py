@@ -69,9 +69,8 @@ def account_on_user_saved(
         return
     key = username_key(instance.username)  # type: ignore[attr-defined]
     if created:
-        try:
-            with transaction.atomic():
-                Account.objects.get_or_create(user_id=instance.pk, defaults={"username_key": key})
+        try:  # get_or_create makes the row in a savepoint of its own
+            Account.objects.get_or_create(user_id=instance.pk, defaults={"username_key": key})
         except IntegrityError:
             # A concurrent save of the same name won between the check and here. Outside
             # a transaction this user's row is written already: it goes again.
