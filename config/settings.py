@@ -191,11 +191,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Besides the enums' own hook: each field's description where its serializer gave none.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "config.openapi_fields.describe_fields"],
     "ENUM_NAME_OVERRIDES": {
         "ApiKeyModeEnum": "quotas.models.ApiKeyMode",
         "JobTypeEnum": "ai_jobs.job_types.choices",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
         "TargetTypeEnum": "ai_jobs.models.TargetType.values",
+        "TaskStateEnum": "asynch.models.TaskState",
     },
 }
 

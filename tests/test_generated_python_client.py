@@ -22,6 +22,8 @@ from tests.support.factories import VALID_OUTPUTS
 from tests.support.generated_clients import (  # noqa: F401  (fixtures)
     PASSWORD,
     RUNTIME_TOKEN,
+    SEED_002_JOB,
+    SEED_003_MODEL,
     PythonClient,
     python_client_fixture,
     run_suffix,
@@ -152,9 +154,16 @@ def test_a_learner_and_a_runtime_through_the_generated_python_client(server: str
     def submit(job_type: str, target_type: str, target_id: str) -> Any:
         return py.call(
             "ai_jobs_create", "UserJob", 201, client=learner,
-            body=m.JobCreateRequest(job_type=job_type, target_type=target_type, target_id=target_id,
-                                    api_key_mode=m.ApiKeyModeEnum.PLATFORM_KEY),
+            body=m.JobCreateRequest(job_type=m.JobTypeEnum(job_type), target_type=m.TargetTypeEnum(target_type),
+                                    target_id=target_id, api_key_mode=m.ApiKeyModeEnum.PLATFORM_KEY),
         )  # fmt: skip
+
+    # Seed 002's own body (4.2), as written, is a body of the generated client; its knowledge base
+    # kb-001 is not this learner's, which the server answers as the schema documents.
+    seed = m.JobCreateRequest.from_dict(SEED_002_JOB)
+    assert seed.to_dict() == SEED_002_JOB
+    answer = python_client.operations["ai_jobs_create"].sync_detailed(client=learner, body=seed)
+    assert (answer.status_code, json.loads(answer.content)["error"]["code"]) == (404, "NOT_FOUND")
 
     analysis = submit("learning_state_analysis", "user", "me")
     quiz = submit("quiz_generation", "knowledge_base", kb.id)
@@ -327,6 +336,12 @@ def test_a_tenant_and_an_admin_through_the_generated_python_client(
     assert json.loads(downloaded.payload.read()) == {"echo": {"question": "1/2 + 1/4?"}, "query": {}}
     (stat,) = py.call("model_stats_retrieve", "PaginatedStatList", client=tenant).results
     assert (stat.model_name, stat.request_count) == (name, 1)
+
+    # Seed 003's own createModel body (its baseUrl the stand-in's), as written.
+    seed = m.ModelConfigInRequest.from_dict({**SEED_003_MODEL, "baseUrl": model_server.url})
+    assert seed.to_dict() == {**SEED_003_MODEL, "baseUrl": model_server.url}
+    seeded = py.call("model_create_model_create", "ModelConfigOut", 201, client=admin, body=seed)
+    assert (seeded.model_name, seeded.retry_queue_max_seconds, seeded.enabled) == ("model-service", 600, 1)
 
     spare = f"gen-py-spare-{suffix}"
     py.call("model_create_model_create", "ModelConfigOut", 201, client=admin,

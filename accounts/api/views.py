@@ -50,7 +50,9 @@ class _ByRefreshToken:
 
 @extend_schema(tags=["auth"], request=TokenObtainSerializer, responses=s.TokenPairSerializer)
 class TokenView(jwt_views.TokenObtainPairView):
-    """``{"username", "password"}`` → ``{"access", "refresh"}``; the username in any
+    """Log in: a username and password for a JWT pair.
+
+    ``{"username", "password"}`` → ``{"access", "refresh"}``; the username in any
     case or spelling that normalizes to the account's."""
 
     serializer_class = TokenObtainSerializer
@@ -66,7 +68,9 @@ class TokenView(jwt_views.TokenObtainPairView):
 
 @extend_schema(tags=["auth"], request=s.RefreshInSerializer, responses=s.RotatedSerializer)
 class TokenRefreshView(_ByRefreshToken, APIView):
-    """``{"refresh"}`` → ``{"access", "refresh"}``: the refresh token rotates, the one
+    """Refresh: a refresh token for a new JWT pair.
+
+    ``{"refresh"}`` → ``{"access", "refresh"}``: the refresh token rotates, the one
     sent can never be used again (``401``), nor can one whose user changed password,
     was deactivated or deleted."""
 
@@ -84,7 +88,9 @@ class TokenRefreshView(_ByRefreshToken, APIView):
 
 @extend_schema(tags=["auth"], request=s.RefreshInSerializer, responses={204: None})
 class LogoutView(_ByRefreshToken, APIView):
-    """``{"refresh"}`` → ``204``: that refresh token is dead (``401`` if it was not a
+    """Log out: the refresh token sent can never be used again.
+
+    ``{"refresh"}`` → ``204``: that refresh token is dead (``401`` if it was not a
     live one)."""
 
     authentication_classes: list[type] = []
@@ -101,7 +107,9 @@ class LogoutView(_ByRefreshToken, APIView):
 
 @extend_schema(tags=["auth"], request=s.PasswordChangeInSerializer, responses={204: None})
 class PasswordView(APIView):
-    """``{"oldPassword", "newPassword"}`` → ``204``, with the access token; Django's
+    """Change the caller's password; every token issued before dies.
+
+    ``{"oldPassword", "newPassword"}`` → ``204``, with the access token; Django's
     password validators apply. Every access and refresh token issued before answers
     ``401`` from then on."""
 
@@ -123,7 +131,9 @@ class PasswordView(APIView):
 
 @extend_schema(tags=["auth"], request=s.RegisterInSerializer, responses={201: s.RegisteredSerializer})
 class RegisterView(APIView):
-    """A learner's own account: ``{"username", "password", "email"?}`` → ``201 {"userId", "access", "refresh"}``;
+    """Register a learner's own account, logged in at once.
+
+    ``{"username", "password", "email"?}`` → ``201 {"userId", "access", "refresh"}``;
     Django's password validators apply; a username taken in any case or spelling is ``400`` on ``username``;
     ``ALLOW_REGISTRATION`` off (the default) answers 403."""
 

@@ -48,6 +48,11 @@ class InternalView(APIView):
     tags=["internal runtime"], request=s.PollSerializer, responses=s.JobsSerializer, parameters=[INSTANCE_OPTIONAL]
 )
 class PollView(InternalView):
+    """See the pending jobs a runtime could claim, without claiming them.
+
+    `capabilities` names the job types the runtime runs; nothing is locked, so another
+    runtime may claim what this one saw."""
+
     def post(self, request: Request) -> Response:
         data = _valid(s.PollSerializer, request)
         jobs = selectors.pending_jobs(job_types=data["capabilities"], limit=data["limit"], now=timezone.now())
@@ -58,6 +63,12 @@ class PollView(InternalView):
     tags=["internal runtime"], request=s.ClaimSerializer, responses=s.ClaimedJobsSerializer, parameters=[INSTANCE]
 )
 class ClaimView(InternalView):
+    """Claim pending jobs: each handed-out job is locked for this runtime instance.
+
+    Jobs of the `capabilities` types, by priority then age, at most `limit`; another runtime
+    never gets the same job. `include` asks for each job's snapshot and credential in the same
+    answer (the fast path); without it the runtime fetches them with the calls below."""
+
     def post(self, request: Request) -> HttpResponseBase:
         instance_id = instance_id_of(request)
         data = _valid(s.ClaimSerializer, request)
@@ -94,6 +105,11 @@ def _started_text(started: services.StartedJob) -> str:
 
 @extend_schema(tags=["internal runtime"], request=s.EmptySerializer, responses=s.LockSerializer, parameters=[INSTANCE])
 class LockView(InternalView):
+    """Lock one pending job for this runtime instance (the seed's path: poll, then lock).
+
+    The answer carries the attempt number and `lockUntil` (epoch milliseconds); keep the lock
+    with heartbeats."""
+
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE, ErrorCode.JOB_ALREADY_LOCKED)
     def post(self, request: Request, job_id: str) -> Response:
         job = services.job_lock(job_id=job_id, instance_id=instance_id_of(request))
@@ -104,6 +120,11 @@ class LockView(InternalView):
     tags=["internal runtime"], request=s.EmptySerializer, responses=s.HeartbeatSerializer, parameters=[INSTANCE]
 )
 class HeartbeatView(InternalView):
+    """Extend the lock on a job this instance holds, and learn whether its cancel was requested.
+
+    `cancelRequested: true` tells the runtime to stop at its next check and report
+    `JOB_CANCELLED` through `fail`."""
+
     is_heartbeat = True
 
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
@@ -120,6 +141,9 @@ class HeartbeatView(InternalView):
 
 @extend_schema(tags=["internal runtime"], responses=s.SnapshotSerializer, parameters=[INSTANCE])
 class SnapshotView(InternalView):
+    """Read the learning snapshot a locked job runs on (built when the job is locked or rebuilt
+    when it has expired)."""
+
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def get(self, request: Request, job_id: str) -> HttpResponse:
         return _json_text(services.job_snapshot(job_id=job_id, instance_id=instance_id_of(request)))
@@ -129,6 +153,9 @@ class SnapshotView(InternalView):
     tags=["internal runtime"], request=s.EmptySerializer, responses=s.CredentialSerializer, parameters=[INSTANCE]
 )
 class CredentialView(InternalView):
+    """Resolve the model key a locked job runs with: the platform's, or the learner's own,
+    decrypted for the lock holder only (the answer is never cached)."""
+
     @raises(
         ErrorCode.JOB_NOT_FOUND,
         ErrorCode.JOB_NOT_ACTIVE,
@@ -147,6 +174,13 @@ class CredentialView(InternalView):
     tags=["internal runtime"], request=s.ResultInSerializer, responses=s.ResultOutSerializer, parameters=[INSTANCE]
 )
 class ResultView(InternalView):
+    """Hand back a locked job's output: the job succeeds and its output becomes the learner's
+    records.
+
+    The output must match its type's schema (`outputSchemaVersion`). The same result posted
+    again is harmless (`duplicate: true`); a different one for a job that already succeeded
+    is refused."""
+
     @raises(
         ErrorCode.JOB_NOT_FOUND,
         ErrorCode.JOB_NOT_ACTIVE,
@@ -173,6 +207,11 @@ class ResultView(InternalView):
     tags=["internal runtime"], request=s.FailInSerializer, responses=s.FailOutSerializer, parameters=[INSTANCE]
 )
 class FailView(InternalView):
+    """Report that an attempt failed, with one of the runtime's error codes.
+
+    A retryable code puts the job back to `pending` while retries remain; any other ends it
+    `failed` (or `cancelled` for `JOB_CANCELLED`)."""
+
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
         instance_id = instance_id_of(request)
@@ -194,6 +233,8 @@ class FailView(InternalView):
     parameters=[INSTANCE],
 )
 class InvocationLogsView(InternalView):
+    """Log model calls an attempt made (tokens, latency, status), apart from a result."""
+
     @raises(ErrorCode.JOB_NOT_FOUND)
     def post(self, request: Request, job_id: str) -> Response:
         instance_id = instance_id_of(request)

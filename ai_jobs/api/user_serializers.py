@@ -10,7 +10,8 @@ from rest_framework import serializers
 
 from ai_jobs import job_types
 from ai_jobs.api.internal_serializers import JobSerializer, JobTypeField, validated
-from ai_jobs.models import ApiKeyMode, JobStatus
+from ai_jobs.models import ApiKeyMode, JobStatus, TargetType
+from config.openapi import ChoiceString
 
 
 class UserJobSerializer(JobSerializer):
@@ -27,13 +28,16 @@ class UserJobSerializer(JobSerializer):
 
 class JobCreateSerializer(serializers.Serializer):
     # Free text here: an unknown type is INVALID_JOB_TYPE / INVALID_TARGET_TYPE, not a validation error.
-    jobType = serializers.CharField(max_length=64, allow_blank=True)
-    targetType = serializers.CharField(max_length=64, allow_blank=True)
+    # (The schema documents each as its enum: a client has the union to choose from.)
+    jobType = ChoiceString(job_types.choices, max_length=64, allow_blank=True)
+    targetType = ChoiceString(TargetType.values, max_length=64, allow_blank=True)
     targetId = serializers.CharField(max_length=64)
     apiKeyMode = serializers.ChoiceField(choices=ApiKeyMode.choices, required=False)
     credentialId = serializers.CharField(max_length=40, required=False, allow_null=True, allow_blank=True)
     idempotencyKey = serializers.CharField(max_length=128, required=False, allow_null=True, allow_blank=True)
-    priority = serializers.IntegerField(min_value=0, max_value=100, default=0, help_text="0 is the highest")
+    priority = serializers.IntegerField(
+        min_value=0, max_value=100, default=0, help_text="The job's priority, 0 the highest."
+    )
     params = serializers.DictField(required=False, default=dict)
     # And each job type's count parameter (questionCount, cardCount, ...): get_fields.
 
@@ -46,7 +50,9 @@ class JobCreateSerializer(serializers.Serializer):
                 required=False,
                 min_value=min(count.low for count in counts),
                 max_value=max(count.high for count in counts),
-                help_text=", ".join(job_type.name for job_type in job_types.all_types() if job_type.count in counts),
+                help_text="How many to make, for "
+                + ", ".join(job_type.name for job_type in job_types.all_types() if job_type.count in counts)
+                + " (also taken inside `params`).",
             )
         return fields
 

@@ -3,7 +3,7 @@ call one service, render."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +25,16 @@ from learning import services as learning_services
 from learning.api.serializers import LearningProfileInSerializer, LearningProfileSerializer
 from quotas.throttles import UserThrottle
 
+# The body of seed 002's section 4.2, as written: the request example of POST /ai/jobs.
+SEED_JOB = {
+    "jobType": "quiz_generation",
+    "targetType": "knowledge_base",
+    "targetId": "kb-001",
+    "apiKeyMode": "platform_key",
+    "idempotencyKey": "client-uuid-xxx",
+    "questionCount": 10,
+}
+
 
 class UserView(APIView):
     throttle_classes = [UserThrottle]
@@ -38,6 +48,7 @@ class JobListView(UserView):
         operation_id="ai_jobs_list",
     )
     def get(self, request: Request) -> Response:
+        """List the caller's jobs, newest first, filtered by `status` and `jobType`."""
         query = JobListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = selectors.user_jobs(
@@ -47,7 +58,11 @@ class JobListView(UserView):
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response(UserJobSerializer(page, many=True).data)
 
-    @extend_schema(request=JobCreateSerializer, responses={201: UserJobSerializer, 200: UserJobSerializer})
+    @extend_schema(
+        request=JobCreateSerializer,
+        responses={201: UserJobSerializer, 200: UserJobSerializer},
+        examples=[OpenApiExample("A quiz of a knowledge base (seed 002, 4.2)", value=SEED_JOB, request_only=True)],
+    )
     @raises(
         ErrorCode.INVALID_JOB_TYPE,
         ErrorCode.INVALID_TARGET_TYPE,
@@ -63,6 +78,14 @@ class JobListView(UserView):
         ErrorCode.PLATFORM_COST_BUDGET_EXCEEDED,
     )
     def post(self, request: Request) -> Response:
+        """Create a job: ask for AI work on the caller's learning data.
+
+        The answer is `201` with the new job, `pending`; a runtime picks it up and the job ends
+        `succeeded` (its outputs appear under `/ai/analyses`, `/ai/quizzes`, ...), `failed`,
+        `cancelled` or `expired`. Poll `GET /ai/jobs/{job_id}` (or read `/ai/notifications`)
+        to learn the end. The same `idempotencyKey` again answers `200` with the job it made.
+        The checks run in this order: the job type and its target, the learner's consent, the
+        credential, the learner's day, the platform's breaker and budget."""
         data = job_create_parse(request.data)
         submitted = services.job_submit(
             user=request.user,
@@ -85,6 +108,7 @@ class JobListView(UserView):
 class JobDetailView(UserView):
     @raises(ErrorCode.JOB_NOT_FOUND)
     def get(self, request: Request, job_id: str) -> Response:
+        """Read one of the caller's jobs: poll it until `finishedAt` is set."""
         return Response(render(UserJobSerializer, selectors.user_job(user=request.user, job_id=job_id)))
 
 
@@ -92,6 +116,8 @@ class JobDetailView(UserView):
 class JobCancelView(UserView):
     @raises(ErrorCode.JOB_NOT_FOUND, ErrorCode.JOB_NOT_ACTIVE)
     def post(self, request: Request, job_id: str) -> Response:
+        """Cancel one of the caller's jobs: a pending one ends `cancelled` at once, a running one
+        when its runtime next checks in (`cancelRequested` is true until then)."""
         job = selectors.user_job(user=request.user, job_id=job_id)
         return Response(render(UserJobSerializer, services.job_cancel(job_id=job.id, reason="Cancelled by the user")))
 
@@ -100,10 +126,12 @@ class JobCancelView(UserView):
 class LearningProfileView(UserView):
     @extend_schema(responses=LearningProfileSerializer)
     def get(self, request: Request) -> Response:
+        """Read the caller's learning profile (goals, level, preferences) that analyses use."""
         return Response(learning_selectors.learning_profile_data(user=request.user))
 
     @extend_schema(request=LearningProfileInSerializer, responses=LearningProfileSerializer)
     def put(self, request: Request) -> Response:
+        """Replace the caller's learning profile."""
         serializer = LearningProfileInSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -118,5 +146,6 @@ class LearningProfileView(UserView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request) -> Response:
+        """Delete the caller's learning profile; reading it again gives an empty one."""
         learning_services.learning_profile_delete(user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

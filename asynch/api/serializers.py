@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest
+from drf_spectacular.plumbing import build_choice_field
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -186,9 +187,14 @@ class TaskCreateInSerializer(serializers.Serializer):
     creator = serializers.CharField(max_length=255, allow_blank=True, required=False, default="")
 
 
+@extend_schema_field(build_choice_field(serializers.ChoiceField(choices=TaskState.choices)))
+class TaskStateField(serializers.IntegerField):
+    """A task's state (``TaskState``), documented as the enum of its values."""
+
+
 class TaskCreatedSerializer(serializers.Serializer):
     taskId = serializers.CharField(source="id")
-    state = serializers.IntegerField()
+    state = TaskStateField()
 
 
 class TaskIdQuerySerializer(serializers.Serializer):
@@ -207,7 +213,7 @@ def oss_file_of(state: int, ref: str | None, request: HttpRequest | None) -> str
 
 class TaskResultSerializer(serializers.Serializer):
     taskId = serializers.CharField(source="id")
-    state = serializers.IntegerField()
+    state = TaskStateField()
     ossFile = serializers.SerializerMethodField()
     errorMessage = serializers.CharField(source="error_message", allow_null=True)
     retryCount = serializers.IntegerField(source="retry_count")
@@ -220,7 +226,7 @@ class TaskResultSerializer(serializers.Serializer):
 
 class BatchItemSerializer(serializers.Serializer):
     taskId = serializers.CharField(source="task_id")
-    state = serializers.IntegerField()
+    state = TaskStateField()
     ossFile = serializers.SerializerMethodField()
 
     def get_ossFile(self, item: Any) -> str | None:

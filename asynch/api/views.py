@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -54,8 +54,36 @@ def _config(model: Any, status_code: int = status.HTTP_200_OK) -> Response:
     return Response(s.ModelConfigOutSerializer(model).data, status=status_code)
 
 
-@extend_schema(tags=["model-asynch"], request=s.ModelConfigInSerializer, responses={201: s.ModelConfigOutSerializer})
+# Seed 003's example body of createModel, as written.
+SEED_MODEL = {
+    "modelName": "model-service",
+    "baseUrl": "http://127.0.0.1:8000",
+    "route": "/api/v1/chat",
+    "httpMethod": "POST",
+    "apiKey": "API_KEY:model-key,API_STATE:true,API_NUM:123",
+    "enabled": 1,
+    "maxConcurrency": 5,
+    "queueLimit": 20,
+    "timeoutSeconds": 1800,
+    "retryTimes": 3,
+    "retryQueueMaxSeconds": 600,
+    "autoCleanSeconds": 3600,
+    "remark": "Model-Service 模型服务",
+}
+
+
+@extend_schema(
+    tags=["model-asynch"],
+    request=s.ModelConfigInSerializer,
+    responses={201: s.ModelConfigOutSerializer},
+    examples=[OpenApiExample("A model service (seed 003)", value=SEED_MODEL, request_only=True)],
+)
 class ModelCreateView(ModelAdminView):
+    """Create a model config: the model service a tenant's tasks call (seed 003's first step).
+
+    `modelName` is its unique key; the `baseUrl` must be a host the operator allows. Needs an
+    admin tenant's key or a staff user's JWT."""
+
     def post(self, request: Request) -> Response:
         data = _valid(s.ModelConfigInSerializer, request.data)
         return _config(services.model_create(**data), status.HTTP_201_CREATED)
@@ -63,7 +91,7 @@ class ModelCreateView(ModelAdminView):
 
 @extend_schema(tags=["model-asynch"], request=s.ModelConfigUpdateInSerializer, responses=s.ModelConfigOutSerializer)
 class ModelUpdateView(ModelAdminView):
-    """A partial update: only the fields sent change."""
+    """Change a model config by `modelName`: a partial update, only the fields sent change."""
 
     error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
 
@@ -74,6 +102,8 @@ class ModelUpdateView(ModelAdminView):
 
 @extend_schema(tags=["model-asynch"], request=s.ModelNameSerializer, responses=s.DeletedSerializer)
 class ModelDeleteView(ModelAdminView):
+    """Delete a model config by `modelName`; tasks already queued for it fail."""
+
     error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
 
     def post(self, request: Request) -> Response:
@@ -88,6 +118,8 @@ class ModelDeleteView(ModelAdminView):
     responses=s.ModelConfigOutSerializer,
 )
 class ModelGetView(ModelAdminView):
+    """Read one model config by `modelName`, in full (its `apiKey` masked)."""
+
     error_codes = (ErrorCode.FORBIDDEN, ErrorCode.MODEL_NOT_FOUND)
 
     def get(self, request: Request) -> Response:
@@ -104,7 +136,9 @@ class _ModelPages(ContractCursorPagination):
 
 @extend_schema(tags=["model-asynch"], parameters=PAGE_PARAMETERS, responses=page_of(s.ModelListItemSerializer))
 class ModelListView(APIView):
-    """Admin tenants and staff who may change model configs: every config, in full
+    """List the model configs the caller may see.
+
+    Admin tenants and staff who may change model configs: every config, in full
     (``apiKey`` masked). Any other tenant, or staff without that permission: the enabled
     models a tenant may name in ``createTask``, with their limits only."""
 
@@ -127,6 +161,9 @@ class _StatPages(ContractCursorPagination):
     tags=["model-asynch"], parameters=[s.StatsQuerySerializer, *PAGE_PARAMETERS], responses=page_of(s.StatSerializer)
 )
 class StatsView(APIView):
+    """Read the daily counts of tasks created, by tenant, creator and model: a tenant sees its
+    own, an admin tenant or staff every tenant's."""
+
     authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
     permission_classes = [IsTenantOrStaff]
     error_codes = (ErrorCode.FORBIDDEN,)
@@ -165,6 +202,12 @@ def _creator(request: Request, body_creator: str) -> str:
     responses={201: s.TaskCreatedSerializer},
 )
 class TaskCreateView(TaskView):
+    """Queue a call to a model: the answer is the task's id, `state` 0 (queued).
+
+    A worker calls the model service with `requestPayload` as it is, retries as the model
+    config says, and stores the answer; poll `getTaskResult` or pick up a batch with
+    `getTaskBatch`. `X-User-Info` names the creator when sent."""
+
     error_codes = (ErrorCode.MODEL_NOT_FOUND, ErrorCode.MODEL_DISABLED, ErrorCode.QUEUE_LIMIT_EXCEEDED)
 
     def post(self, request: Request) -> Response:
@@ -186,6 +229,9 @@ class TaskCreateView(TaskView):
     responses=s.TaskResultSerializer,
 )
 class TaskResultView(TaskView):
+    """Read one of the tenant's tasks by `taskId`: its state and, once it succeeded, `ossFile`,
+    the signed URL of the stored answer."""
+
     error_codes = (ErrorCode.NOT_FOUND,)
 
     def get(self, request: Request) -> Response:
@@ -198,6 +244,9 @@ class TaskResultView(TaskView):
 
 @extend_schema(tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer)
 class TaskBatchView(TaskView):
+    """Pick up several of the tenant's tasks at once: each succeeded task (state 2) becomes
+    picked up (state 4) and is cleaned up `autoCleanSeconds` later; unknown ids are left out."""
+
     def post(self, request: Request) -> Response:
         task_ids = _valid(s.TaskBatchInSerializer, request.data)["taskIds"]
         items = services.tasks_pickup(tenant=tenant_of(request), task_ids=task_ids)

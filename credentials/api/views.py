@@ -48,6 +48,7 @@ class UserView(APIView):
 class CredentialListView(UserView):
     @extend_schema(responses=ModelCredentialPage, parameters=PAGE_PARAMETERS, operation_id="ai_model_credentials_list")
     def get(self, request: Request) -> Response:
+        """List the caller's own model credentials (their keys masked)."""
         paginator = ContractCursorPagination()
         page = paginator.paginate_queryset(selectors.credentials_of_user(user=request.user), request, view=self)
         return paginator.get_paginated_response(s.ModelCredentialSerializer(page, many=True).data)
@@ -55,6 +56,7 @@ class CredentialListView(UserView):
     @extend_schema(request=s.ModelCredentialCreateSerializer, responses={201: s.ModelCredentialSerializer})
     @sensitive_variables()
     def post(self, request: Request) -> Response:
+        """Store a model key of the caller's own (encrypted at rest), for `user_deepseek_key` jobs."""
         data = _valid(s.ModelCredentialCreateSerializer, request)
         credential = services.credential_create(
             user=request.user, name=data["name"], provider=data["provider"], api_key=data["apiKey"]
@@ -68,11 +70,13 @@ class CredentialDetailView(UserView):
 
     @extend_schema(responses=s.ModelCredentialSerializer)
     def get(self, request: Request, credential_id: str) -> Response:
+        """Read one of the caller's credentials (its key masked)."""
         return Response(s.ModelCredentialSerializer(_own(request, credential_id)).data)
 
     @extend_schema(request=s.ModelCredentialUpdateSerializer, responses=s.ModelCredentialSerializer)
     @sensitive_variables()
     def put(self, request: Request, credential_id: str) -> Response:
+        """Rename a credential or replace its key."""
         credential = _own(request, credential_id)
         data = _valid(s.ModelCredentialUpdateSerializer, request)
         credential = services.credential_update(
@@ -82,10 +86,12 @@ class CredentialDetailView(UserView):
 
     @extend_schema(request=s.ModelCredentialUpdateSerializer, responses=s.ModelCredentialSerializer)
     def patch(self, request: Request, credential_id: str) -> Response:
+        """Rename a credential or replace its key (the fields sent only)."""
         return self.put(request, credential_id)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, credential_id: str) -> Response:
+        """Delete a credential: jobs that would run with it can no longer resolve it."""
         services.credential_delete(credential=_own(request, credential_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -96,5 +102,6 @@ class CredentialTestView(UserView):
 
     @extend_schema(request=None, responses=s.ModelCredentialTestSerializer)
     def post(self, request: Request, credential_id: str) -> Response:
+        """Test a credential with one small call to its provider; the outcome is kept as its last test."""
         outcome = services.credential_test(credential=_own(request, credential_id))
         return Response(s.ModelCredentialTestSerializer(outcome).data)

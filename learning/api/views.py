@@ -103,27 +103,49 @@ def _list_schema(
     in_serializer: type[serializers.Serializer],
     out_serializer: type[serializers.Serializer],
     *parameters: OpenApiParameter,
+    kind: str,
 ) -> Callable[[type], type]:
+    listed = f"List the caller's {kind}s, newest first."
+    created = (
+        f"Create a {kind} of the caller's. A learner holds at most `LEARNING_MAX_OBJECTS_PER_USER` of them; "
+        "an id it names (a knowledge base, a knowledge point) must be the caller's own."
+    )
     return extend_schema_view(
-        get=extend_schema(tags=["learning"], responses=out_serializer(many=True), parameters=list(parameters)),
-        post=extend_schema(tags=["learning"], request=in_serializer, responses={201: out_serializer}),
+        get=extend_schema(
+            tags=["learning"], responses=out_serializer(many=True), parameters=list(parameters), description=listed
+        ),
+        post=extend_schema(
+            tags=["learning"], request=in_serializer, responses={201: out_serializer}, description=created
+        ),
     )
 
 
 def _detail_schema(
-    in_serializer: type[serializers.Serializer], out_serializer: type[serializers.Serializer]
+    in_serializer: type[serializers.Serializer], out_serializer: type[serializers.Serializer], *, kind: str
 ) -> Callable[[type], type]:
+    mine = "another learner's answers exactly as a missing one."
     return extend_schema_view(
-        get=extend_schema(tags=["learning"], responses=out_serializer),
-        patch=extend_schema(tags=["learning"], request=in_serializer, responses=out_serializer),
-        delete=extend_schema(tags=["learning"], responses={204: None}),
+        get=extend_schema(
+            tags=["learning"], responses=out_serializer, description=f"Read one of the caller's {kind}s; {mine}"
+        ),
+        patch=extend_schema(
+            tags=["learning"],
+            request=in_serializer,
+            responses=out_serializer,
+            description=f"Change one of the caller's {kind}s: only the fields sent change.",
+        ),
+        delete=extend_schema(
+            tags=["learning"],
+            responses={204: None},
+            description=f"Delete one of the caller's {kind}s, and what it holds.",
+        ),
     )
 
 
 # --- knowledge bases -------------------------------------------------------------------------
 
 
-@_list_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer)
+@_list_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer, kind="knowledge base")
 class KnowledgeBaseListView(_ListCreateView):
     error_codes = {"post": (ErrorCode.LEARNING_LIMIT_EXCEEDED,)}
     in_serializer = s.KnowledgeBaseInSerializer
@@ -136,7 +158,7 @@ class KnowledgeBaseListView(_ListCreateView):
         return services.knowledge_base_create(user=request.user, **arguments)
 
 
-@_detail_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer)
+@_detail_schema(s.KnowledgeBaseInSerializer, s.KnowledgeBaseSerializer, kind="knowledge base")
 class KnowledgeBaseDetailView(_DetailView):
     in_serializer = s.KnowledgeBaseInSerializer
     out_serializer = serializer_class = s.KnowledgeBaseSerializer
@@ -149,7 +171,7 @@ class KnowledgeBaseDetailView(_DetailView):
 # --- materials ----------------------------------------------------------------------------------
 
 
-@_list_schema(s.MaterialInSerializer, s.MaterialSerializer, KB_FILTER)
+@_list_schema(s.MaterialInSerializer, s.MaterialSerializer, KB_FILTER, kind="material")
 class MaterialListView(_ListCreateView):
     # a knowledge base that is not the user's; one object too many
     error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
@@ -164,7 +186,7 @@ class MaterialListView(_ListCreateView):
         return services.material_create(user=request.user, **arguments)
 
 
-@_detail_schema(s.MaterialInSerializer, s.MaterialSerializer)
+@_detail_schema(s.MaterialInSerializer, s.MaterialSerializer, kind="material")
 class MaterialDetailView(_DetailView):
     in_serializer = s.MaterialInSerializer
     out_serializer = serializer_class = s.MaterialSerializer
@@ -177,7 +199,7 @@ class MaterialDetailView(_DetailView):
 # --- knowledge points ---------------------------------------------------------------------------
 
 
-@_list_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, KB_FILTER)
+@_list_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, KB_FILTER, kind="knowledge point")
 class KnowledgePointListView(_ListCreateView):
     error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
     in_serializer = s.KnowledgePointInSerializer
@@ -191,7 +213,7 @@ class KnowledgePointListView(_ListCreateView):
         return services.knowledge_point_create(user=request.user, **arguments)
 
 
-@_detail_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer)
+@_detail_schema(s.KnowledgePointInSerializer, s.KnowledgePointSerializer, kind="knowledge point")
 class KnowledgePointDetailView(_DetailView):
     in_serializer = s.KnowledgePointInSerializer
     out_serializer = serializer_class = s.KnowledgePointSerializer
@@ -204,7 +226,7 @@ class KnowledgePointDetailView(_DetailView):
 # --- study records ----------------------------------------------------------------------------------
 
 
-@_list_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, KP_FILTER)
+@_list_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, KP_FILTER, kind="study record")
 class StudyRecordListView(_ListCreateView):
     error_codes = {"post": (ErrorCode.NOT_FOUND, ErrorCode.LEARNING_LIMIT_EXCEEDED)}
     in_serializer = s.StudyRecordInSerializer
@@ -218,7 +240,7 @@ class StudyRecordListView(_ListCreateView):
         return services.study_record_create(user=request.user, **arguments)
 
 
-@_detail_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer)
+@_detail_schema(s.StudyRecordInSerializer, s.StudyRecordSerializer, kind="study record")
 class StudyRecordDetailView(_DetailView):
     in_serializer = s.StudyRecordInSerializer
     out_serializer = serializer_class = s.StudyRecordSerializer

@@ -39,6 +39,9 @@ class UserView(APIView):
 
 @extend_schema(tags=["ai"], responses=s.AiProfileSerializer)
 class AiProfileView(UserView):
+    """Read the caller's AI profile: their id, consent, timezone and today's use by key mode,
+    and whether the platform's key is available now (its circuit breaker)."""
+
     def get(self, request: Request) -> Response:
         row = selectors.ai_settings_get(user=request.user)
         day = selectors.local_date(ai_settings=row)
@@ -82,11 +85,14 @@ class AiProfileView(UserView):
 class AiSettingsView(UserView):
     @extend_schema(responses=s.AiSettingsSerializer)
     def get(self, request: Request) -> Response:
+        """Read the caller's AI settings: consent, timezone, default key mode and daily limits."""
         return Response(_settings_body(selectors.ai_settings_get(user=request.user)))
 
     @extend_schema(request=s.AiSettingsPatchSerializer, responses=s.AiSettingsSerializer)
     @raises(ErrorCode.FORBIDDEN)
     def patch(self, request: Request) -> Response:
+        """Change the caller's AI settings: turn AI analysis on (their consent) or off, set the
+        timezone their day follows, the default key mode. The daily limits are staff's to change."""
         serializer = s.AiSettingsPatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -155,6 +155,33 @@ def undocumented(value: Any, path: str = "") -> list[str]:
     return found
 
 
+# The seeds' own example bodies: seed 002's POST /ai/jobs (its section 4.2) and seed 003's
+# createModel, but for its baseUrl (the contract lets it differ). The schema carries them as its
+# request examples and both generated clients take them as written.
+SEED_002_JOB = {
+    "jobType": "quiz_generation",
+    "targetType": "knowledge_base",
+    "targetId": "kb-001",
+    "apiKeyMode": "platform_key",
+    "idempotencyKey": "client-uuid-xxx",
+    "questionCount": 10,
+}
+SEED_003_MODEL = {
+    "modelName": "model-service",
+    "route": "/api/v1/chat",
+    "httpMethod": "POST",
+    "apiKey": "API_KEY:model-key,API_STATE:true,API_NUM:123",
+    "enabled": 1,
+    "maxConcurrency": 5,
+    "queueLimit": 20,
+    "timeoutSeconds": 1800,
+    "retryTimes": 3,
+    "retryQueueMaxSeconds": 600,
+    "autoCleanSeconds": 3600,
+    "remark": "Model-Service 模型服务",
+}
+
+
 # The live server the generated clients drive (gunicorn on the test database): its
 # runtime token and the password its learners register with.
 RUNTIME_TOKEN = "generated-client-runtime-token"

@@ -195,13 +195,33 @@ async function learnerAndRuntime(): Promise<void> {
   assert.deepEqual(records.results.map((item) => item.id), [record.id]);
 
   // Jobs: one for the runtime's seed path, one for its fast path, one it fails.
-  async function submit(jobType: string, targetType: string, targetId: string): Promise<Schemas["UserJob"]> {
+  async function submit(
+    jobType: Schemas["JobTypeEnum"],
+    targetType: Schemas["TargetTypeEnum"],
+    targetId: string,
+  ): Promise<Schemas["UserJob"]> {
     return expect(
       `submit ${jobType}`,
       201,
       await learner.POST("/ai/jobs", { body: { jobType, targetType, targetId, apiKeyMode: "platform_key", priority: 0 } }),
     );
   }
+  // Seed 002's own body (4.2), as written: it compiles; its knowledge base kb-001 is not this
+  // learner's, which the server answers as the schema documents.
+  const seeded = await learner.POST("/ai/jobs", {
+    body: {
+      "jobType": "quiz_generation",
+      "targetType": "knowledge_base",
+      "targetId": "kb-001",
+      "apiKeyMode": "platform_key",
+      "idempotencyKey": "client-uuid-xxx",
+      "questionCount": 10,
+    },
+  });
+  assert.equal(seeded.response.status, 404);
+  assert.equal(seeded.error?.error.code, "NOT_FOUND");
+  assert.equal(seeded.error?.error.retryable, false);
+
   const analysis = await submit("learning_state_analysis", "user", "me");
   const quiz = await submit("quiz_generation", "knowledge_base", kb.id);
   const weak = await submit("weak_point_analysis", "user", "me");
@@ -370,6 +390,29 @@ async function tenantAndAdmin(): Promise<void> {
       },
     }),
   );
+  // Seed 003's own createModel body, as written (its baseUrl the stand-in's).
+  const seededModel = expect(
+    "createModel (seed 003)",
+    201,
+    await admin.POST("/model/createModel", {
+      body: {
+        "modelName": "model-service",
+        "baseUrl": env("MODEL_BASE_URL"),
+        "route": "/api/v1/chat",
+        "httpMethod": "POST",
+        "apiKey": "API_KEY:model-key,API_STATE:true,API_NUM:123",
+        "enabled": 1,
+        "maxConcurrency": 5,
+        "queueLimit": 20,
+        "timeoutSeconds": 1800,
+        "retryTimes": 3,
+        "retryQueueMaxSeconds": 600,
+        "autoCleanSeconds": 3600,
+        "remark": "Model-Service 模型服务",
+      },
+    }),
+  );
+  assert.equal(seededModel.modelName, "model-service");
   // An admin changes one field: the body names it and modelName, nothing else.
   const updated = expect("updateModel", 200, await admin.POST("/model/updateModel", { body: { modelName, remark: "second" } }));
   const back = expect("getModel", 200, await admin.GET("/model/getModel", { params: { query: { modelName } } }));
