@@ -16,6 +16,7 @@ from django.test import Client
 from config.observability import context
 from config.observability.logging import ContextFilter, JsonFormatter, TextFormatter, logging_config
 from config.observability.redact import redact
+from quotas.models import UserAiSettings
 from tests.support.api import RuntimeClient
 from tests.support.factories import JobFactory
 
@@ -60,11 +61,16 @@ def test_every_line_of_a_request_carries_its_request_id_job_and_runtime(lines, s
         HTTP_X_RUNTIME_INSTANCE_ID="runtime-7",
         HTTP_X_REQUEST_ID="abc-123",
     )
-    assert runtime.heartbeat(job.id).status_code == 409  # not locked: django.request logs a warning
+    assert runtime.lock(job.id).status_code == 200
+    UserAiSettings.objects.filter(user=job.user).update(ai_analysis_enabled=False)  # consent withdrawn
+    # The job is cancelled (a line of the service's) and the runtime told so with a 409.
+    assert runtime.get(f"jobs/{job.id}/snapshot").status_code == 409
     records = [json.loads(line) for line in lines["json"].getvalue().splitlines()]
     mine = [r for r in records if r.get("requestId") == "abc-123"]
     assert mine and all(r["jobId"] == job.id and r["runtimeInstanceId"] == "runtime-7" for r in mine)
-    assert any(r["logger"] == "django.request" and r["level"] == "WARNING" for r in mine)
+    assert any("withdrew consent" in r["message"] for r in mine)
+    # A 4xx's one line is the server's access line (tests/test_request_log_lines.py): not Django's too.
+    assert not any(r["logger"] == "django.request" for r in records)
     for record in records:
         assert {"time", "level", "logger", "message"} <= set(record)
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["time"])

@@ -1,10 +1,12 @@
 """gunicorn's own lines in ``LOG_FORMAT``: the error log, and an access line that
 carries the request's id (read from the response, since the request's log context
-has closed by the time gunicorn writes it). Used by ``config/gunicorn.py``. The
+has closed by the time gunicorn writes it). The access line is the request's one line
+(contract §1): a ``4xx`` is a warning; a ``5xx`` is left to Django's line, which says why. Used by ``config/gunicorn.py``. The
 formatters keep each line one line, whatever the path holds (``%0a``, ``%0d``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -30,10 +32,14 @@ class Logger(glogging.Logger):
             headers = resp.headers.items() if hasattr(resp.headers, "items") else resp.headers
             request_id = next((value for name, value in headers if name.lower() == "x-request-id"), None)
             status = str(resp.status).split(None, 1)[0]
+            if status >= "500":  # Django's line says it, with its cause (ObservabilityMiddleware)
+                return
             millis = request_time.seconds * 1000 + request_time.microseconds / 1000
             path = environ.get("PATH_INFO", "")
             query = environ.get("QUERY_STRING")
-            self.access_log.info(
+            # A refused request is one warning line: this one (Django writes none for it).
+            self.access_log.log(
+                logging.WARNING if status >= "400" else logging.INFO,
                 "%s %s %s %.1fms",
                 environ.get("REQUEST_METHOD"),
                 f"{path}?{query}" if query else path,

@@ -124,6 +124,12 @@ def formatter_for(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
+# Libraries whose lines repeat what the request's own line says. django-axes writes two or
+# three lines for each failed admin login (the request's line shows the login answered, and a
+# lockout's is its 429); ``LOG_LEVELS=axes=INFO`` brings them back.
+QUIET = {"axes": "ERROR"}
+
+
 def logging_config(*, log_format: str, level: str, levels: dict[str, str] | None = None) -> dict[str, Any]:
     """Django's ``LOGGING``: one stream handler on the root, formatted and filtered;
     ``levels`` sets some loggers' own level (``LOG_LEVELS``: ``celery.beat=WARNING,...``)."""
@@ -140,7 +146,7 @@ def logging_config(*, log_format: str, level: str, levels: dict[str, str] | None
             "console": {"class": "logging.StreamHandler", "formatter": log_format, "filters": ["context"]},
         },
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {name: {"level": value.upper()} for name, value in (levels or {}).items()},
+        "loggers": {name: {"level": value.upper()} for name, value in {**QUIET, **(levels or {})}.items()},
     }
 
 

@@ -54,10 +54,14 @@ class ObservabilityMiddleware:
         token = context.open_context(requestId=request_id)
         try:
             response = self.get_response(request)
-            if response.status_code >= 400:
-                # Django's own line for an error answer, written here, inside the request's
+            if response.status_code >= 500:
+                # Django's own line for a server error, written here, inside the request's
                 # context (Django writes it after the middleware returns, outside it).
                 log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
+            elif response.status_code >= 400:
+                # A refused request's one line is the server's access line (a warning, with the
+                # request id: config/observability/gunicorn.py); Django's would say it twice.
+                response._has_been_logged = True  # type: ignore[attr-defined]
         finally:
             context.close_context(token)
         response[REQUEST_ID_HEADER] = request_id
