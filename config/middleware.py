@@ -3,7 +3,8 @@
 ``RejectNulMiddleware``: bad input that never reaches a view, a NUL character in the
 path or the query string. PostgreSQL cannot compare text with NUL, so without this any
 lookup by such an id or filter would end in a database error instead of a
-400 ``VALIDATION_ERROR``.
+400 ``VALIDATION_ERROR``. And a path that is nothing, found so by a page's view
+(``process_exception``): ``config.pages``' 404, ``DEBUG`` or not.
 
 ``PagesCSPMiddleware``: the ``Content-Security-Policy`` of the pages a browser shows
 (``CONTENT_SECURITY_POLICY``: scripts, styles and everything else from this origin
@@ -15,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from csp.middleware import CSPMiddleware
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
+from config import pages
 from config.errors import ErrorCode, error_body
 
 PAGE_PREFIXES = ("/admin/", "/api/docs")
@@ -45,6 +47,12 @@ class RejectNulMiddleware:
                 status=400,
             )
         return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A page's view that raised ``Http404`` (an API view answers its own): the 404 of
+        ``config.pages``, not Django's debug page of URL patterns when ``DEBUG`` is on.
+        Called only when a view raises, so it costs the other requests nothing."""
+        return pages.not_found(request, exception) if isinstance(exception, Http404) else None
 
 
 class PagesCSPMiddleware(CSPMiddleware):

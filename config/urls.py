@@ -1,11 +1,9 @@
 from csp.decorators import csp_update
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerSplitView
 
-from config.errors import json_not_found
+from config import pages
 from config.schema import SchemaView
 from ops import dashboard
 
@@ -27,17 +25,10 @@ urlpatterns = [
     path("learning/", include("learning.api.urls")),
     path("", include("asynch.api.urls")),  # /model/* and /task/*
     path("", include("ops.urls")),  # /healthz, /readyz, /metrics
+    path("", pages.front_door, name="front_door"),
+    re_path(r"", pages.no_such_path),  # last: see config/pages.py
 ]
 
 handler400 = "config.errors.json_bad_request"
-handler404 = "config.urls.not_found"
+handler404 = "config.pages.not_found"
 handler500 = "config.errors.json_server_error"
-
-
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """A mistyped admin address is an admin page ("Page not found", with the way back);
-    everything else gets the JSON 404 ``NOT_FOUND``."""
-    if request.path.startswith("/admin/"):
-        context = {**admin.site.each_context(request), "request_path": request.path}
-        return TemplateResponse(request, "admin/404.html", context, status=404)
-    return json_not_found(request, exception)
