@@ -26,7 +26,7 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv lock browser node pgbouncer prometheus run test lint docs bench clean
+.PHONY: venv lock browser node pgbouncer prometheus run test lint docs docs-serve bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 # --require-hashes: every package, direct or transitive, is the very file that was locked.
@@ -121,8 +121,15 @@ lint: venv
 
 # The documentation site (mkdocs.yml, docs/) into var/site, in strict mode: a broken link or
 # anchor fails it. make test builds it too (tests/test_docs.py).
+# The site works opened from disk (mkdocs.yml's offline plugin: no server, no network, search
+# included). docs-serve rebuilds it as you write, on a port of its own (make run has RUN_PORT).
+DOCS_PORT ?= 8001
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d var/site
+	@echo "The manual: open $(CURDIR)/var/site/index.html (from disk, no server needed), or make docs-serve"
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 bench: venv
 	$(BIN)/python -m bench.bench_lifecycle

@@ -21,7 +21,9 @@ def test_the_front_door_is_a_small_page_naming_the_docs_the_schema_and_the_admin
     assert page.status_code == 200 and page["Content-Type"].startswith("text/html")
     for link in ("/api/docs", "/api/schema", "/admin/"):
         assert f'href="{link}"'.encode() in page.content
-    assert "script-src" not in page["Content-Security-Policy"] and "default-src 'none'" in page["Content-Security-Policy"]
+    assert (
+        "script-src" not in page["Content-Security-Policy"] and "default-src 'none'" in page["Content-Security-Policy"]
+    )
     assert client.get("/").status_code == 200  # curl's */*: the page
 
 
