@@ -12,7 +12,7 @@ from pathlib import Path
 from ops.demo import DEMO_MODEL
 
 TEMPLATES = Path(__file__).with_name("quickstart")
-BLOCKS = ("learner", "model_asynch", "account")  # make run prints the first two
+BLOCKS = ("learner", "model_asynch", "account")  # make run prints them all (model_asynch with its stand-in)
 DEFAULT_TENANT_KEY = "ak_demo_make_run_local_key"  # like admin/admin: for make run only
 DEFAULTS = {
     "api": "http://127.0.0.1:8000",

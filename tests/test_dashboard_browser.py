@@ -39,7 +39,7 @@ def operator_page(browser, live_server):  # type: ignore[no-untyped-def]
     operator = get_user_model().objects.create_superuser("operator", "op@example.com", "pw")
     client = Client()
     client.force_login(operator)
-    context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
     host = live_server.url.split("//", 1)[1].split(":")[0]
     context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "domain": host, "path": "/"}]

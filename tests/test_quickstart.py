@@ -102,20 +102,23 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
 def _paste(run: MakeRun, block: str, page: Path = README) -> list[str]:
     """The block of ``page`` (the README's, unless told) as it stands (but for make run's
     port), in bash."""
-    script = quickstart.readme_block(page.read_text(), block)
-    assert script is not None and script.startswith(f"API={DEFAULT_API}")
-    done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", script.replace(DEFAULT_API, run.api)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run(run, block, page)
     assert done.returncode == 0, done.stderr + done.stdout
     return done.stdout.splitlines()
+
+
+def _run(run: MakeRun, block: str, page: Path = README) -> subprocess.CompletedProcess[str]:
+    script = quickstart.readme_block(page.read_text(), block)
+    assert script is not None and f"API={DEFAULT_API}" in script
+    return subprocess.run(
+        ["bash", "-c", script.replace(DEFAULT_API, run.api)], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.slow
 def test_make_run_prints_the_quick_start_with_its_own_port(make_run):
     summary = make_run.log.read_text()
-    for block in ("learner", "model_asynch"):
+    for block in quickstart.BLOCKS:  # every block the README shows
         assert quickstart.render(block, api=make_run.api) in summary, f"make run did not print the {block} block"
 
 
@@ -155,6 +158,27 @@ def test_an_account_of_ones_own_from_the_readme(make_run):
     out = _paste(make_run, "account")
     assert json.loads(out[0]) == {"aiAnalysisEnabled": True}
     assert json.loads(out[1])["userId"].startswith("usr_")
+    # Pasted again: its fixed username is taken, and the block stops there, showing the server's error.
+    again = _run(make_run, "account")
+    assert again.returncode != 0 and again.stdout == ""
+    error = _servers_error(again.stderr)
+    assert (error["code"], list(error["fields"])) == ("VALIDATION_ERROR", ["username"])
+
+
+@pytest.mark.slow
+def test_a_block_stops_at_the_first_failure_with_the_servers_error(make_run):
+    """The learner's block with a wrong password: no step after the login runs."""
+    script = quickstart.render("learner", api=make_run.api, password="not-the-password")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and done.stdout == ""
+    assert _servers_error(done.stderr)["code"] == "UNAUTHORIZED"
+
+
+def _servers_error(stderr: str) -> dict:
+    """The error body the block showed (beside curl's own line: ``curl: (22) ... error: 400``)."""
+    [body] = [line for line in stderr.splitlines() if line.startswith("{")]
+    assert "curl: (22)" in stderr
+    return json.loads(body)["error"]
 
 
 @pytest.mark.slow

@@ -69,4 +69,6 @@ class Command(BaseCommand):
                 f"model-asynch: no stand-in runs, so no demo model config; create one with POST {api}/model/createModel"
                 " (docs/api/model-asynch.md)."
             )
+        lines += ["An account of your own (registration is on under make run):", ""]
+        lines.append(quickstart.render("account", **values))
         self.stdout.write("\n".join(lines))
