@@ -77,9 +77,13 @@ class ResultInline(TokensAndCost, ReadOnlyInline, admin.StackedInline):
         "cost",
         "runtime_instance_id",
         "created_at",
-        "output",
+        "output_json",
     ]
     readonly_fields = fields
+
+    @admin.display(description="output")
+    def output_json(self, result: AiRuntimeResult) -> str:
+        return formatting.pretty_json(result.output)
 
     @admin.display(description="tokens (prompt + completion)")
     def tokens(self, result: AiRuntimeResult) -> str:
@@ -297,8 +301,15 @@ class AiRuntimeResultAdmin(TokensAndCost, admin.ModelAdmin):
     list_filter = ["output_schema_version", "job__job_type"]
     raw_id_fields = ["job"]
 
+    def get_fields(self, request: HttpRequest, obj: AiRuntimeResult | None = None) -> list[str]:
+        return [f.name if f.name != "output" else "output_json" for f in AiRuntimeResult._meta.fields]
+
     def get_readonly_fields(self, request: HttpRequest, obj: AiRuntimeResult | None = None) -> list[str]:
-        return [f.name for f in AiRuntimeResult._meta.fields]
+        return self.get_fields(request, obj)
+
+    @admin.display(description="output")
+    def output_json(self, result: AiRuntimeResult) -> str:
+        return formatting.pretty_json(result.output)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -9,6 +9,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.timezone import localtime
 
 from asynch import egress, services
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
@@ -183,18 +186,9 @@ class TenantApiKeyAdmin(admin.ModelAdmin):
 
 @admin.register(AsynchTask)
 class AsynchTaskAdmin(admin.ModelAdmin):
-    list_display = [
-        "id",
-        "tenant",
-        "model_name",
-        "state",
-        "retry_count",
-        "biz_name",
-        "creator",
-        "short_error",
-        "created_at",
-        "finished_at",
-    ]
+    # Two short lines a cell instead of ten columns, so the list fits 1,400 px beside its filters
+    # (templates/admin/asynch/asynchtask/change_list.html drops the app sidebar, as the job list's).
+    list_display = ["task", "model_and_state", "work", "short_error", "times"]
     list_filter = ["state", "model_name", "tenant"]
     search_fields = ["id", "biz_name", "creator", "error_message"]
     date_hierarchy = "created_at"
@@ -203,9 +197,34 @@ class AsynchTaskAdmin(admin.ModelAdmin):
     exclude = ["forward_headers_encrypted"]
     actions = ["retry_now"]
 
+    @admin.display(description="task · tenant", ordering="id")
+    def task(self, obj: AsynchTask) -> str:
+        return format_html('<span class="job-id">{}</span><div class="sub">{}</div>', obj.id, obj.tenant)
+
+    @admin.display(description="model · state", ordering="model_name")
+    def model_and_state(self, obj: AsynchTask) -> str:
+        retried = f", retried {obj.retry_count} times" if obj.retry_count else ""
+        return format_html(
+            '<span class="task-model">{}</span><div class="sub">{}{}</div>',
+            obj.model_name,
+            obj.get_state_display(),
+            retried,
+        )
+
+    @admin.display(description="business · creator")
+    def work(self, obj: AsynchTask) -> str:
+        return format_html('{}<div class="sub">{}</div>', obj.biz_name or "—", obj.creator or "—")
+
     @admin.display(description="error")
     def short_error(self, obj: AsynchTask) -> str:
-        return (obj.error_message or "")[:80]
+        return format_html('<span class="task-error">{}</span>', (obj.error_message or "")[:80])
+
+    @admin.display(description="created · finished", ordering="created_at")
+    def times(self, obj: AsynchTask) -> str:
+        finished = date_format(localtime(obj.finished_at), "DATETIME_FORMAT") if obj.finished_at else "—"
+        return format_html(
+            '{}<div class="sub">{}</div>', date_format(localtime(obj.created_at), "DATETIME_FORMAT"), finished
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: AsynchTask | None = None) -> list[str]:
         return [f.name for f in AsynchTask._meta.fields if f.name != "forward_headers_encrypted"]

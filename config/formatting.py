@@ -1,10 +1,16 @@
 """How operators read figures, the same on every admin page and the dashboard:
 money in dollars with two decimals (it is counted in cents with four), token counts
-with thousands separators, and a figure as a share of its budget."""
+with thousands separators, a figure as a share of its budget, and a JSON document
+indented (a job's output, its parameters) rather than one long line."""
 
 from __future__ import annotations
 
+import json
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 
 def dollars(cents: Decimal | int | float | None) -> str:
@@ -34,3 +40,8 @@ def tokens_of(used: int, budget: int) -> str:
 
 def dollars_of(used_cents: Decimal | int | float, budget_cents: Decimal | int | float) -> str:
     return of_budget(dollars(used_cents), dollars(budget_cents), share(used_cents, budget_cents))
+
+
+def pretty_json(value: Any) -> SafeString:
+    """A JSON document, indented, in a ``<pre>`` (escaped: a model wrote it)."""
+    return format_html('<pre class="json">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))

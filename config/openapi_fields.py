@@ -217,6 +217,19 @@ COMPONENTS: dict[str, str] = {
 }
 
 
+# The parameters of a path, a query or a header that say nothing of themselves, by name.
+PARAMETERS: dict[str, str] = {
+    "job_id": "The job's id (`job_…`).",
+    "credential_id": "The id of one of the caller's model credentials.",
+    "notification_id": "The id of one of the caller's notices.",
+    "object_id": "The id of one of the caller's objects of this kind.",
+    "token": "The signed, expiring token of the download URL (`ossFile`).",
+    "x-runtime-instance-id": "Which runtime instance calls: the lock holder's name, the same on every call.",
+    "modelName": "The model config's name.",
+    "taskId": "The task's id.",
+}
+
+
 def _described(schema: dict[str, Any], node: dict[str, Any]) -> bool:
     if node.get("description"):
         return True
@@ -234,6 +247,11 @@ def describe_fields(result: dict[str, Any], generator: Any, request: Any, public
     for name, text in COMPONENTS.items():
         if name in components and not components[name].get("description"):
             components[name]["description"] = text
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if not parameter.get("description") and parameter["name"] in PARAMETERS:
+                    parameter["description"] = PARAMETERS[parameter["name"]]
     for name, component in components.items():
         base = name.removeprefix("Patched").removesuffix("Request")
         for key, field in component.get("properties", {}).items():

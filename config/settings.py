@@ -154,6 +154,7 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 LANGUAGE_CODE = "en-us"
+FORMAT_MODULE_PATH = ["config.formats"]  # the admin's times with their seconds
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -10,6 +10,7 @@ address is an admin page. Screenshots go to ``var/artifacts/``."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from decimal import Decimal
 
@@ -197,3 +198,92 @@ def test_an_operator_reads_the_queue_reruns_a_failed_job_once_and_half_opens_the
     assert "/admin/ai_jobs/airuntimejobz/" in page.locator("#content-main").inner_text()
     _shot(page, "admin-404.png")
     assert missing == [f"{live_server.url}/admin/ai_jobs/airuntimejobz/"]
+
+
+def _no_text_cut_off(page, selector: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The texts under ``selector`` wider than their box, or past their tile's edge."""
+    return page.evaluate(
+        """(selector) => [...document.querySelectorAll(selector)].filter(el => {
+             const box = el.getBoundingClientRect(), tile = el.closest('.tile, td, th') || el.parentElement;
+             const edge = tile.getBoundingClientRect();
+             return el.scrollWidth > el.clientWidth + 1 || box.right > edge.right + 1;
+           }).map(el => el.textContent.trim())""",
+        selector,
+    )
+
+
+def test_the_admins_rough_edges_one_name_seconds_pretty_output_nothing_cut_off(logged_in, live_server):
+    """What a newcomer tripped over: the home page names neither the dashboard nor the breaker;
+    a breaker never changed says "last change ... —" beside "no changes yet"; one dashboard
+    has three names; a job's output is one long line; times stop at the minute; the dashboard's
+    runtime tile and the task list cut text off at 1,400 px."""
+    from asynch.models import AsynchTask
+    from tests.support.asynch_fixtures import make_model, tenant_client
+
+    now = timezone.now()
+    done = JobFactory(status="succeeded", attempt_no=1, started_at=now, finished_at=now)
+    output = {"summary": "Fractions are fine", "strengths": ["adding", "halves"], "masteryScore": 72}
+    AiRuntimeResult.objects.create(
+        job=done, attempt_no=1, idempotency_key=f"{done.id}:1:y", output_hash="y", output_schema_version="v1",
+        output=output, total_tokens=1, cost_cents=Decimal("0.0100"), runtime_instance_id="rt-1",
+    )  # fmt: skip
+    make_model("whisper-large-v3-multilingual-transcription", max_concurrency=2)
+    acme = tenant_client("acme-learning-platform-production")
+    for n in range(3):
+        created = acme.create_task(
+            "whisper-large-v3-multilingual-transcription", {"audio": "a.wav"},
+            bizName="lesson-transcripts-nightly-batch", creator=f"usr_01jb7q9x3yteacherassistant{n}",
+        ).json()  # fmt: skip
+        AsynchTask.objects.filter(id=created["taskId"]).update(
+            state=3, error_message="Model service answered 503 Service Unavailable after 3 retries (upstream timeout)"
+        )
+    page = logged_in.new_page()
+
+    # The home page links the dashboard and the breaker.
+    page.goto(f"{live_server.url}/admin/")
+    shortcuts = page.locator(".admin-shortcuts")
+    assert shortcuts.locator("a").all_inner_texts() == ["Operations dashboard", "Breaker panel"]
+    _shot(page, "admin-index.png")
+
+    # A breaker never changed: its first state and since when, no dashes.
+    shortcuts.locator("a", has_text="Breaker panel").click()
+    page.wait_for_url(re.compile(r"/admin/quotas/platformcircuitbreaker/$"))
+    last = page.locator("tr", has=page.locator("th", has_text="Last change")).locator("td").inner_text()
+    assert "—" not in last and last.startswith("none yet: closed since"), last
+    assert "No changes yet." in page.locator("#content-main").inner_text()
+    assert re.search(r"\d\d:\d\d:\d\d", last), last  # with its seconds
+    _shot(page, "admin-breaker-fresh.png")
+
+    # One dashboard, one name: wherever it is linked, titled or shown.
+    page.goto(f"{live_server.url}/admin/")
+    page.locator(".admin-shortcuts a", has_text="Operations dashboard").click()
+    page.wait_for_url(re.compile(r"/dashboard/$"))
+    assert page.title().startswith("Operations dashboard")
+    assert page.locator(".breadcrumbs").inner_text().endswith("Operations dashboard")
+    assert page.locator(".ops h1").inner_text().startswith("Operations dashboard")
+    for path in ("/admin/ai_jobs/airuntimejob/", "/admin/quotas/platformcircuitbreaker/", "/admin/no-such-page/"):
+        page.goto(live_server.url + path)
+        names = page.locator("a[href='/admin/ai_jobs/airuntimejob/dashboard/']").all_text_contents()
+        assert names and set(names) == {"Operations dashboard"}, (path, names)
+
+    # The dashboard at 1,400 px: no tile's text past its edge (the runtime tile's was).
+    page.goto(f"{live_server.url}/admin/ai_jobs/airuntimejob/dashboard/")
+    _shot(page, "admin-dashboard-1400.png")
+    assert _no_text_cut_off(page, ".tile .sub, .tile .label, .tile .big") == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+
+    # The model-asynch task list at 1,400 px: no cell cut off, no sideways scroll.
+    page.goto(f"{live_server.url}/admin/asynch/asynchtask/")
+    assert page.locator("#result_list tbody tr").count() == 3
+    _shot(page, "admin-task-list.png")
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    assert page.locator("#changelist .results").evaluate("r => r.scrollWidth <= r.clientWidth")
+    assert _no_text_cut_off(page, "#result_list td, #result_list th") == []
+    created = page.locator("#result_list td.field-times").first.inner_text()
+    assert re.search(r"\d\d:\d\d:\d\d", created), created  # times with seconds
+
+    # A job's output, indented.
+    page.goto(f"{live_server.url}/admin/ai_jobs/airuntimejob/{done.id}/change/")
+    shown = page.locator("pre.json").first.inner_text()
+    assert json.loads(shown) == output and '\n  "strengths": [\n    "adding",' in shown
+    _shot(page, "admin-job-output.png")

@@ -73,7 +73,7 @@ def test_the_queue_pages_render_with_their_filters(operator):
     assert job.id in operator.get("/admin/ai_jobs/airuntimejob/?status__exact=failed").content.decode()
 
 
-def test_the_queue_dashboard_counts_jobs_by_type_and_status(operator):
+def test_the_operations_dashboard_counts_jobs_by_type_and_status(operator):
     JobFactory.create_batch(3)
     JobFactory(status="failed", error_code="MODEL_TIMEOUT", finished_at=timezone.now())
     page = operator.get("/admin/ai_jobs/airuntimejob/dashboard/")
@@ -83,7 +83,7 @@ def test_the_queue_dashboard_counts_jobs_by_type_and_status(operator):
     assert "MODEL_TIMEOUT" in text and 'data-chart="throughput-hour"' in text
     partial = operator.get("/admin/ai_jobs/airuntimejob/dashboard/?partial=1").content.decode()
     assert partial.lstrip().startswith("<header") and "MODEL_TIMEOUT" in partial
-    assert "Queue dashboard" in operator.get("/admin/ai_jobs/airuntimejob/").content.decode()
+    assert "Operations dashboard" in operator.get("/admin/ai_jobs/airuntimejob/").content.decode()  # its one name
 
 
 def test_the_dashboard_is_for_staff_only():

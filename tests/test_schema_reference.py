@@ -126,6 +126,16 @@ def test_every_field_of_every_body_has_a_description(schema):
     assert bare == []
 
 
+def test_every_parameter_has_a_description(schema):
+    bare = [
+        (name, parameter["name"])
+        for name, operation in operations(schema)
+        for parameter in operation.get("parameters", [])
+        if not parameter.get("description")
+    ]
+    assert bare == []
+
+
 def test_every_value_of_a_fixed_set_is_an_enum_in_bodies_and_queries(schema):
     found = set()
     for where, name, field in fields(schema):
