@@ -227,7 +227,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     warning, as it does a 4xx; only ``500 INTERNAL_ERROR`` is logged as an error."""
     response = _error_response(exc, context)
     request = context.get("request")
-    if response.status_code > 500 and request is not None:
+    if is_outage(exc):
+        response._has_been_logged = True  # type: ignore[attr-defined]  # its one line: service_unavailable_body's
+    elif response.status_code > 500 and request is not None:
         log_response(
             "%s: %s", response.reason_phrase, request.path, response=response, request=request, level="warning"
         )
@@ -295,5 +297,7 @@ def json_server_error(request: HttpRequest) -> JsonResponse:
     middleware's session or user lookup) is still a 503."""
     exc = sys.exc_info()[1]
     if is_outage(exc):
-        return JsonResponse(service_unavailable_body(exc), status=503, headers=retry_after_header())
+        response = JsonResponse(service_unavailable_body(exc), status=503, headers=retry_after_header())
+        response._has_been_logged = True  # type: ignore[attr-defined]  # one line: the warning that says why
+        return response
     return JsonResponse(error_body(ErrorCode.INTERNAL_ERROR, "Internal server error"), status=500)

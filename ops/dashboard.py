@@ -199,7 +199,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         {
             **admin.site.each_context(request),
             **context,
-            "title": "AI job platform",
+            "title": "Operations dashboard",
             "opts": AiRuntimeJob._meta,
         },
     )

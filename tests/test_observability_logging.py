@@ -118,3 +118,32 @@ def test_an_unknown_log_format_is_refused_at_start_up():
 def test_redact_leaves_ordinary_text_alone():
     text = "job job_01abc failed: MODEL_TIMEOUT after 30s (attempt 2 of 3)"
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("where", ["an API view", "a page"])
+def test_a_request_the_database_could_not_serve_is_one_line_saying_why(
+    lines, settings, monkeypatch, admin_client, where
+):
+    """A 503 of an outage: the warning that names the service that is down, not Django's line too."""
+    from django.db import OperationalError
+
+    from ai_jobs import selectors
+    from tests.support.api import user_client
+    from tests.support.factories import UserFactory
+
+    settings.LOG_FORMAT = "json"
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise OperationalError("connection to server at 127.0.0.1 refused")
+
+    if where == "an API view":
+        monkeypatch.setattr(selectors, "user_jobs", down)
+        answer = user_client(UserFactory()).get("/ai/jobs", HTTP_X_REQUEST_ID="outage-1")
+    else:
+        monkeypatch.setattr("ops.dashboard.dashboard_context", down)
+        admin_client.raise_request_exception = False  # answered as a server would, not raised
+        answer = admin_client.get("/admin/ai_jobs/airuntimejob/dashboard/", HTTP_X_REQUEST_ID="outage-1")
+    assert answer.status_code == 503 and answer["Retry-After"]
+    records = [json.loads(line) for line in lines["json"].getvalue().splitlines()]
+    mine = [r for r in records if r.get("requestId") == "outage-1"]
+    assert [(r["level"], r["message"].split(",")[0]) for r in mine] == [("WARNING", "Service unavailable")], mine
