@@ -294,11 +294,11 @@ def settle_expired(*, after_id: str, last_id: str, now: dt.datetime) -> list[Set
     return [Settled(*row) for row in rows]
 
 
-def record_rerun(*, job_id: str, rerun_id: str, now: dt.datetime) -> bool:
-    """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
-    rerun matches no row, so of two operators rerunning it at once only one wins.
-    The job changed, so ``updated_at`` moves too (a queryset update skips ``auto_now``)."""
-    updated = AiRuntimeJob.objects.filter(id=job_id, status="failed", rerun_as__isnull=True).update(
-        rerun_as_id=rerun_id, updated_at=now
-    )
-    return updated == 1
+def record_reruns(*, jobs: Sequence[AiRuntimeJob], rerun_ids: Sequence[str], now: dt.datetime) -> None:
+    """Name each of ``rerun_ids`` as the rerun of its failed job, in one statement. The
+    caller locked the rows and saw them failed and not yet rerun (``jobs_rerun``), so
+    of two operators rerunning one job at once the second finds it rerun. The job
+    changed, so ``updated_at`` moves too."""
+    for job, rerun_id in zip(jobs, rerun_ids, strict=True):
+        job.rerun_as_id, job.updated_at = rerun_id, now
+    AiRuntimeJob.objects.bulk_update(jobs, ["rerun_as", "updated_at"])
