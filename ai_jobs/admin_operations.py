@@ -292,9 +292,9 @@ class JobTypePauseAdmin(admin.ModelAdmin):
             self.message_user(request, error.message, messages.ERROR)
             return
         if not changed:
-            self.message_user(request, f"{name} was already {'paused' if verb == 'pause' else 'not paused'}.")
+            self.message_user(request, f"Job type {name} was already {'paused' if verb == 'pause' else 'not paused'}.")
             return
-        LogEntry.objects.log_action(
+        LogEntry.objects.create(
             user_id=request.user.pk,
             content_type_id=ContentType.objects.get_for_model(JobTypePause).pk,
             object_id=name,
@@ -302,4 +302,4 @@ class JobTypePauseAdmin(admin.ModelAdmin):
             action_flag=ADDITION if verb == "pause" else DELETION,
             change_message=f"Job type {name} {verb}d",
         )
-        self.message_user(request, f"{name} {verb}d: every web process follows within seconds.")
+        self.message_user(request, f"Job type {name} {verb}d: every web process follows within seconds.")
