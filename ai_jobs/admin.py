@@ -130,7 +130,7 @@ class AiRuntimeJobAdmin(BulkOperationsFromTheList, admin.ModelAdmin):
     change_form_template = "admin/ai_jobs/airuntimejob/change_form.html"
     fieldsets = [
         (None, {"fields": ["id", "job_type", "status", "user", ("target_type", "target_id"), "params"]}),
-        ("Outcome", {"fields": ["error_code", "error_message", ("started_at", "finished_at")]}),
+        ("Outcome", {"fields": ["error_code", "error_message", ("started_at", "finished_at"), "usage"]}),
         ("Lineage", {"fields": ["retried_from_job", "rerun_as"]}),
         (
             "Attempts",
@@ -165,7 +165,17 @@ class AiRuntimeJobAdmin(BulkOperationsFromTheList, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> list[str]:
         # Status and lease only ever change through the state machine.
-        return [f.name for f in AiRuntimeJob._meta.fields]
+        return [*(f.name for f in AiRuntimeJob._meta.fields), "usage"]
+
+    @admin.display(description="what it cost")
+    def usage(self, job: AiRuntimeJob) -> str:
+        """Every model call of every attempt, as ``usage`` in the user API."""
+        spent = selectors.job_usage(job)
+        return (
+            f"{formatting.count(spent.calls)} call(s) · {formatting.count(spent.total_tokens)} tokens "
+            f"({formatting.count(spent.prompt_tokens)} + {formatting.count(spent.completion_tokens)}) · "
+            f"{formatting.dollars(spent.cost_cents)}"
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

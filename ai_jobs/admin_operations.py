@@ -247,7 +247,12 @@ class JobTypePauseAdmin(admin.ModelAdmin):
         ]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return super().has_view_permission(request, obj) or self.has_pause_permission(request)
+        # Whoever sees the queue sees which types are held back.
+        return (
+            super().has_view_permission(request, obj)
+            or self.has_pause_permission(request)
+            or request.user.has_perm("ai_jobs.view_airuntimejob")
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

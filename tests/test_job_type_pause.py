@@ -112,7 +112,7 @@ def _staff(username: str, *codenames: str) -> Client:
 
 
 def test_the_admin_page_pauses_and_resumes_with_its_own_permission():
-    viewer = _staff("viewer", "view_jobtypepause", "view_airuntimejob")
+    viewer = _staff("viewer", "view_airuntimejob")
     page = viewer.get("/admin/ai_jobs/jobtypepause/")
     assert page.status_code == 200 and "quiz_generation" in page.content.decode()
     assert 'value="Pause"' not in page.content.decode()

@@ -7,7 +7,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from ai_jobs.models import AiRuntimeJob
@@ -89,3 +91,14 @@ def test_usage_is_in_the_openapi_schema_with_descriptions(client):
     assert all(field.get("description") for field in usage["properties"].values())
     job = schema["components"]["schemas"]["UserJob"]
     assert "usage" in job["properties"] and "usage" in job["required"]
+
+
+def test_the_admin_shows_what_a_job_cost_on_its_page():
+    learner, runtime = Learner(), RuntimeClient()
+    job_id = learner.job().json()["jobId"]
+    runtime.claim()
+    runtime.post(f"jobs/{job_id}/invocation-logs", {"logs": [_log(1, "r1", 1200, 34, "150", "MODEL_TIMEOUT")]})
+    operator = Client()
+    operator.force_login(get_user_model().objects.create_superuser("operator", "op@example.com", "pw"))
+    page = operator.get(f"/admin/ai_jobs/airuntimejob/{job_id}/change/").content.decode()
+    assert "1 call(s) · 1,234 tokens (1,200 + 34) · $1.50" in page
