@@ -42,10 +42,18 @@ class JobUsageField(serializers.Field):
         super().__init__(source="*", read_only=True, **kwargs)
 
     def to_representation(self, job: Any) -> dict[str, Any]:
-        return _USAGE.to_representation(selectors.job_usage(job))
+        # Built here, not by JobUsageSerializer (the schema's): every job answer carries it.
+        spent = selectors.job_usage(job)
+        return {
+            "promptTokens": spent.prompt_tokens,
+            "completionTokens": spent.completion_tokens,
+            "totalTokens": spent.total_tokens,
+            "costCents": _COST.to_representation(spent.cost_cents),
+            "calls": spent.calls,
+        }
 
 
-_USAGE = JobUsageSerializer()
+_COST = JobUsageSerializer().fields["costCents"]
 
 
 class UserJobSerializer(JobSerializer):
