@@ -165,7 +165,9 @@ def jobs_rerun(*, job_ids: Sequence[str]) -> Reruns:
     ]
     if reruns:
         _insert(reruns)
-        transitions.record_reruns(jobs=candidates, rerun_ids=[rerun.id for rerun in reruns], now=timezone.now())
+        named = transitions.record_reruns(jobs=candidates, rerun_ids=[rerun.id for rerun in reruns], now=timezone.now())
+        if named != len(candidates):  # the rows were locked and seen failed, never rerun: not reached
+            raise DomainError(ErrorCode.JOB_NOT_ACTIVE, "A job was rerun by another operator meanwhile; try again")
     return Reruns(
         created={job.id: rerun for job, rerun in zip(candidates, reruns, strict=True)}, refused=refused, skipped=skipped
     )
