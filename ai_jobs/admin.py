@@ -14,7 +14,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from ai_jobs import services
+from ai_jobs import selectors, services
+from ai_jobs.admin_operations import BulkOperationsFromTheList, ErrorCodeFilter, UserFilter
 from ai_jobs.models import AiInvocationLog, AiJobSnapshot, AiRuntimeJob, AiRuntimeResult, JobStatus, TargetType
 from config import formatting
 from config.admin_actions import permission_check
@@ -110,7 +111,7 @@ class InvocationLogInline(TokensAndCost, ReadOnlyInline, admin.TabularInline):
 
 
 @admin.register(AiRuntimeJob)
-class AiRuntimeJobAdmin(admin.ModelAdmin):
+class AiRuntimeJobAdmin(BulkOperationsFromTheList, admin.ModelAdmin):
     """Jobs are written by the state machine only: every page is read-only (no Save,
     no Delete), and what an operator may do is an action (rerun, cancel) or the Rerun
     button on a failed job's page. The list is compact: two lines a row, so it fits
@@ -121,8 +122,8 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
 
     list_display = ["job", "status_badge", "who", "error", "lineage"]
     list_display_links = None  # the job column carries its own link
-    list_filter = ["status", "job_type", "api_key_mode", "cancel_requested", "target_type"]
-    search_fields = ["id", "user__username", "target_id", "locked_by", "error_code"]
+    list_filter = ["status", "job_type", ErrorCodeFilter, "api_key_mode", "cancel_requested", "target_type", UserFilter]
+    search_fields = list(selectors.JOB_SEARCH_FIELDS)
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["rerun_failed", "cancel_jobs"]
@@ -133,7 +134,7 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
     change_form_template = "admin/ai_jobs/airuntimejob/change_form.html"
     fieldsets = [
         (None, {"fields": ["id", "job_type", "status", "user", ("target_type", "target_id"), "params"]}),
-        ("Outcome", {"fields": ["error_code", "error_message", ("started_at", "finished_at")]}),
+        ("Outcome", {"fields": ["error_code", "error_message", ("started_at", "finished_at"), "usage"]}),
         ("Lineage", {"fields": ["retried_from_job", "rerun_as"]}),
         (
             "Attempts",
@@ -168,7 +169,17 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: AiRuntimeJob | None = None) -> list[str]:
         # Status and lease only ever change through the state machine.
-        return [f.name for f in AiRuntimeJob._meta.fields]
+        return [*(f.name for f in AiRuntimeJob._meta.fields), "usage"]
+
+    @admin.display(description="what it cost")
+    def usage(self, job: AiRuntimeJob) -> str:
+        """Every model call of every attempt, as ``usage`` in the user API."""
+        spent = selectors.job_usage(job)
+        return (
+            f"{formatting.count(spent.calls)} call(s) · {formatting.count(spent.total_tokens)} tokens "
+            f"({formatting.count(spent.prompt_tokens)} + {formatting.count(spent.completion_tokens)}) · "
+            f"{formatting.dollars(spent.cost_cents)}"
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -183,7 +194,8 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
     has_rerun_permission = permission_check("ai_jobs.add_airuntimejob")
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        return super().changelist_view(request, {"title": "Jobs", **(extra_context or {})})
+        extra = {"title": "Jobs", "bulk_links": self.bulk_links(request)}
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -237,6 +249,7 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list[Any]:
         return [
+            *self.bulk_urls(),  # before the rerun of one job, whose id could read "bulk"
             path(
                 "<path:object_id>/rerun/",
                 self.admin_site.admin_view(self.rerun_view),
@@ -263,16 +276,14 @@ class AiRuntimeJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Rerun selected failed jobs (as new jobs)", permissions=["rerun"])
     def rerun_failed(self, request: HttpRequest, queryset: QuerySet[AiRuntimeJob]) -> None:
-        created = refused = 0
-        for job in queryset.filter(status=JobStatus.FAILED).select_related("user"):
-            try:
-                services.job_rerun(job=job)
-                created += 1
-            except DomainError as error:
-                refused += 1
-                self.message_user(request, f"Not rerun: {error.message}.", messages.WARNING)
-        skipped = queryset.count() - created - refused
-        self.message_user(request, f"{created} job(s) rerun as new jobs; {skipped} skipped (not failed).")
+        reruns = services.jobs_rerun(job_ids=list(queryset.values_list("id", flat=True)))
+        for error in [*reruns.refused.values(), *reruns.skipped.values()][:10]:
+            self.message_user(request, f"Not rerun: {error.message}.", messages.WARNING)
+        self.message_user(
+            request,
+            f"{len(reruns.created)} job(s) rerun as new jobs; {len(reruns.refused)} refused; "
+            f"{len(reruns.skipped)} skipped (not failed, or rerun already).",
+        )
 
     @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[AiRuntimeJob]) -> None:

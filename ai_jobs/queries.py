@@ -236,6 +236,15 @@ VALUES (%(instance_id)s, %(now)s, %(now)s, %(heartbeat_at)s)
 ON CONFLICT (instance_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
     last_heartbeat_at = COALESCE(EXCLUDED.last_heartbeat_at, ai_runtime_instance.last_heartbeat_at)"""
 
+# --- operators' reruns (ai_jobs.transitions.record_reruns) -----------------------------------------------
+
+# Each failed job of ``job_ids`` named as rerun by the job of ``rerun_ids`` at the same place,
+# once: a job already rerun matches no row. PostgreSQL's alone: SQLite names them with the ORM.
+RECORD_RERUNS = """UPDATE ai_runtime_job j SET rerun_as_id = v.rerun_id, updated_at = %(now)s
+FROM unnest(CAST(%(job_ids)s AS text[]), CAST(%(rerun_ids)s AS text[])) AS v (id, rerun_id)
+WHERE j.id = v.id AND j.status = 'failed' AND j.rerun_as_id IS NULL
+RETURNING j.id"""
+
 # --- invocation logs (ai_jobs.services.invocation_logs) ----------------------------------------------------
 
 # A runtime's logs, one array per column, joined to their job, which checks the job and

@@ -5,17 +5,21 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, Exists, Max, Model, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, Exists, F, Max, Model, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import TruncMinute
+from django.utils.text import smart_split, unescape_string_literal
 
 from accounts.selectors import public_id_subquery, resolve_me
+from ai_jobs import pauses
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
+    AiInvocationLog,
     AiRuntimeJob,
     ApiKeyMode,
     JobStatus,
@@ -39,7 +43,7 @@ def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> l
     """Due pending jobs of the given types in queue order, served by
     the partial index on pending rows; platform-key ones only while the breaker is
     closed, and while it is half-open as many as may still start."""
-    limit = min(limit, POLL_MAX)
+    limit, job_types = min(limit, POLL_MAX), pauses.unpaused(job_types)  # a paused type's jobs wait
     due = with_public_ids(
         AiRuntimeJob.objects.filter(status=JobStatus.PENDING, available_at__lte=now, job_type__in=job_types)
     ).order_by("priority", "created_at", "id")
@@ -55,10 +59,73 @@ def pending_jobs(*, job_types: Sequence[str], limit: int, now: dt.datetime) -> l
     return jobs
 
 
+# --- what a job cost ----------------------------------------------------------------------------------
+
+_USAGE_COLUMNS = ("prompt_tokens", "completion_tokens", "total_tokens", "cost_cents")
+
+
+@dataclass(frozen=True)
+class JobUsage:
+    """Every model call of a job, every attempt: the accepted result's call and each
+    invocation log that carries an ``errorCode`` (a log without one is the accepted call,
+    counted once through the result)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_cents: Decimal = Decimal(0)
+    calls: int = 0
+
+
+def _failed_calls(value: Any) -> Subquery:
+    calls = AiInvocationLog.objects.filter(job_id=OuterRef("pk"), error_code__isnull=False).order_by().values("job_id")
+    return Subquery(calls.annotate(value=value).values("value"))
+
+
+def with_usage(jobs: QuerySet[AiRuntimeJob]) -> QuerySet[AiRuntimeJob]:
+    """Jobs that carry what they cost (``job_usage``), read in the same statement: the
+    result's columns by its join, the failed calls' sums by a subquery each, never a
+    query per job."""
+    return jobs.annotate(
+        usage_result_id=F("result__id"),
+        **{f"usage_result_{column}": F(f"result__{column}") for column in _USAGE_COLUMNS},
+        **{f"usage_logs_{column}": _failed_calls(Sum(column)) for column in _USAGE_COLUMNS},
+        usage_logs_calls=_failed_calls(Count("*")),
+    )
+
+
+def job_usage(job: AiRuntimeJob) -> JobUsage:
+    """What ``job`` cost, from ``with_usage``'s columns; a job read without them is read
+    again with them, unless it never began an attempt (no call yet)."""
+    values = job.__dict__
+    if "usage_logs_calls" not in values:
+        if not job.attempt_no:
+            return JobUsage()
+        values = with_usage(AiRuntimeJob.objects.filter(pk=job.pk)).values(*_USAGE_FIELDS).first() or {}
+
+    def total(column: str) -> Any:
+        return (values.get(f"usage_result_{column}") or 0) + (values.get(f"usage_logs_{column}") or 0)
+
+    return JobUsage(
+        prompt_tokens=total("prompt_tokens"),
+        completion_tokens=total("completion_tokens"),
+        total_tokens=total("total_tokens"),
+        cost_cents=Decimal(total("cost_cents")),
+        calls=(1 if values.get("usage_result_id") else 0) + (values.get("usage_logs_calls") or 0),
+    )
+
+
+_USAGE_FIELDS = (
+    "usage_result_id",
+    "usage_logs_calls",
+    *(f"usage_{side}_{column}" for side in ("result", "logs") for column in _USAGE_COLUMNS),
+)
+
+
 def user_jobs(
     *, user: AbstractBaseUser, status: str | None = None, job_type: str | None = None
 ) -> QuerySet[AiRuntimeJob]:
-    jobs = with_public_ids(AiRuntimeJob.objects.filter(user=user))
+    jobs = with_usage(with_public_ids(AiRuntimeJob.objects.filter(user=user)))
     if status:
         jobs = jobs.filter(status=status)
     if job_type:
@@ -68,7 +135,7 @@ def user_jobs(
 
 def user_job(*, user: AbstractBaseUser, job_id: str) -> AiRuntimeJob:
     """The user's job; another user's answers exactly as a missing one."""
-    job = with_public_ids(AiRuntimeJob.objects.filter(user=user, id=job_id)).first()
+    job = with_usage(with_public_ids(AiRuntimeJob.objects.filter(user=user, id=job_id))).first()
     if job is None:
         raise DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} not found")
     return job
@@ -236,3 +303,45 @@ def finished_with_error(*, since: dt.datetime) -> list[tuple[str, str, int]]:
 
 def queue_samples(*, since: dt.datetime) -> list[QueueSample]:
     return list(QueueSample.objects.filter(minute__gte=since).order_by("minute"))
+
+
+# --- jobs by an operator's filter (the admin's job list, bulk operations, commands) -------------------
+
+# What the job list's search box looks in; a bulk operation searches the same way.
+JOB_SEARCH_FIELDS = ("id", "user__username", "target_id", "locked_by", "error_code")
+# A bulk operation's filter: each key and what it matches.
+JOB_FILTER_KEYS = {
+    "status": "status",
+    "job_type": "job_type",
+    "error_code": "error_code",
+    "api_key_mode": "api_key_mode",
+    "target_type": "target_type",
+    "cancel_requested": "cancelRequested (true or false)",
+    "user": "a username or a user's public id (usr_...)",
+    "since": "created at or after (ISO 8601)",
+    "until": "created before (ISO 8601)",
+    "search": "the job list's search: words each found in the id, username, target, runtime or error code",
+}
+
+
+def jobs_matching(job_filter: dict[str, str]) -> QuerySet[AiRuntimeJob]:
+    """The jobs matching a filter of ``JOB_FILTER_KEYS`` (its values checked already:
+    ``ai_jobs.services.bulk.job_filter_clean``), as the admin's job list would show them."""
+    jobs = AiRuntimeJob.objects.all()
+    for key in ("status", "job_type", "error_code", "api_key_mode", "target_type"):
+        if key in job_filter:
+            jobs = jobs.filter(**{key: job_filter[key]})
+    if "cancel_requested" in job_filter:
+        jobs = jobs.filter(cancel_requested=job_filter["cancel_requested"] == "true")
+    if "user" in job_filter:
+        who = job_filter["user"]
+        jobs = jobs.filter(Q(user__username=who) | Q(user__account__public_id=who))
+    if "since" in job_filter:
+        jobs = jobs.filter(created_at__gte=dt.datetime.fromisoformat(job_filter["since"]))
+    if "until" in job_filter:
+        jobs = jobs.filter(created_at__lt=dt.datetime.fromisoformat(job_filter["until"]))
+    for word in smart_split(job_filter.get("search", "")):
+        if word.startswith(('"', "'")) and word[0] == word[-1]:
+            word = unescape_string_literal(word)
+        jobs = jobs.filter(Q(*((f"{field}__icontains", word) for field in JOB_SEARCH_FIELDS), _connector=Q.OR))
+    return jobs

@@ -14,3 +14,8 @@ def reap_jobs() -> dict[str, int]:
 @shared_task(ignore_result=True)
 def sample_queue() -> None:
     services.queue_sample_record()
+
+
+@shared_task(ignore_result=True)
+def run_bulk_operation(operation_id: str) -> None:
+    services.bulk_operation_run(operation_id=operation_id)

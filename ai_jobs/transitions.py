@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Case, Value, When
 
 from ai_jobs import queries
 from ai_jobs.models.jobs import ACTIVE_STATUSES, AiRuntimeJob
@@ -294,11 +295,18 @@ def settle_expired(*, after_id: str, last_id: str, now: dt.datetime) -> list[Set
     return [Settled(*row) for row in rows]
 
 
-def record_rerun(*, job_id: str, rerun_id: str, now: dt.datetime) -> bool:
-    """Name ``rerun_id`` as the rerun of the failed ``job_id``, once: a job already
-    rerun matches no row, so of two operators rerunning it at once only one wins.
-    The job changed, so ``updated_at`` moves too (a queryset update skips ``auto_now``)."""
-    updated = AiRuntimeJob.objects.filter(id=job_id, status="failed", rerun_as__isnull=True).update(
-        rerun_as_id=rerun_id, updated_at=now
-    )
-    return updated == 1
+def record_reruns(*, jobs: Sequence[AiRuntimeJob], rerun_ids: Sequence[str], now: dt.datetime) -> int:
+    """Name each of ``rerun_ids`` as the rerun of its failed job, once, in one statement:
+    a job already rerun (another operator was first) is left as it is. How many were
+    named."""
+    if connection.vendor == "postgresql":
+        params = {"job_ids": [job.id for job in jobs], "rerun_ids": list(rerun_ids), "now": now}
+        named = len(fetch(queries.RECORD_RERUNS, params))
+    else:  # SQLite (no arrays): the same conditional update, each job's rerun named by a CASE
+        named_as = Case(*(When(id=job.id, then=Value(rerun_id)) for job, rerun_id in zip(jobs, rerun_ids, strict=True)))
+        named = AiRuntimeJob.objects.filter(
+            id__in=[job.id for job in jobs], status="failed", rerun_as__isnull=True
+        ).update(rerun_as_id=named_as, updated_at=now)
+    for job, rerun_id in zip(jobs, rerun_ids, strict=True):
+        job.rerun_as_id, job.updated_at = rerun_id, now
+    return named

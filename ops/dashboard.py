@@ -119,6 +119,7 @@ def dashboard_context(now: dt.datetime) -> dict[str, Any]:
     except Exception:  # the semaphore's Redis is down: the rest of the screen still counts
         slots, slots_known = {}, False
     oldest = max(queue.oldest_due_seconds.values(), default=0.0)
+    paused = selectors.paused_job_types()
     by_type = [
         {
             "job_type": job_type,
@@ -127,6 +128,8 @@ def dashboard_context(now: dt.datetime) -> dict[str, Any]:
             "locked": queue.jobs[("locked", job_type)],
             "running": queue.jobs[("running", job_type)],
             "oldest": duration(queue.oldest_due_seconds[job_type]) if queue.oldest_due_seconds[job_type] else "—",
+            "paused": paused.get(job_type),
+            "paused_since": ago(paused[job_type].paused_at, now) if job_type in paused else "",
         }
         for job_type in selectors.job_types()
     ]
@@ -147,6 +150,7 @@ def dashboard_context(now: dt.datetime) -> dict[str, Any]:
             "active_window": duration(2 * settings.AI_JOB_LOCK_SECONDS),
         },
         "by_type": by_type,
+        "paused": sorted(paused),
         "breaker": {
             "state": breaker.state,
             "label": breaker.state.replace("_", "-"),

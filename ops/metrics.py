@@ -53,6 +53,14 @@ def _queue_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     yield from (jobs, due, oldest, lapsed, lock)
 
 
+def _pause_families(read: _Read) -> Iterator[GaugeMetricFamily]:
+    paused = selectors.paused_job_types()
+    family = _gauge("aijobs_job_type_paused", "1 while an operator has paused the job type", ["job_type"])
+    for job_type in selectors.job_types():
+        family.add_metric([job_type], 1 if job_type in paused else 0)
+    yield family
+
+
 def _runtime_families(read: _Read) -> Iterator[GaugeMetricFamily]:
     active = _gauge(
         "aijobs_runtimes_active", "Runtime instances holding a live lease or seen in the last 2 x AI_JOB_LOCK_SECONDS"
@@ -109,6 +117,7 @@ def _semaphore_families(read: _Read) -> Iterator[GaugeMetricFamily]:
 # (source, what it reads): a source that fails is reported down and its families left out.
 _GAUGES: list[tuple[str, Callable[[_Read], Iterator[GaugeMetricFamily]]]] = [
     ("database", _queue_families),
+    ("database", _pause_families),
     ("database", _runtime_families),
     ("database", _breaker_families),
     ("database", _asynch_families),

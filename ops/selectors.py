@@ -11,7 +11,7 @@ from django.conf import settings
 
 from ai_jobs import job_types as registry
 from ai_jobs import selectors as jobs
-from ai_jobs.models import JobStatus
+from ai_jobs.models import JobStatus, JobTypePause
 from asynch import selectors as asynch
 from asynch.models import AsynchModel
 from quotas import selectors as quotas
@@ -36,6 +36,11 @@ class Queue:
 
 def job_types() -> list[str]:
     return registry.names()
+
+
+def paused_job_types() -> dict[str, JobTypePause]:
+    """The paused job types as the database has them now (not a process's copy)."""
+    return {pause.job_type: pause for pause in JobTypePause.objects.order_by("job_type")}
 
 
 def queue(*, now: dt.datetime) -> Queue:

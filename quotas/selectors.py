@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -40,6 +41,16 @@ def ai_settings_get(*, user: AbstractBaseUser | None = None, user_id: int | None
     (every later write locks that row)."""
     row, _ = UserAiSettings.objects.get_or_create(user_id=user.pk if user is not None else user_id)
     return row
+
+
+def ai_analysis_enabled_of(*, user_ids: Collection[int]) -> dict[int, bool]:
+    """Whether each user has AI analysis on (their consent), in one read; a user who
+    never had settings has the default. Nothing is stored."""
+    enabled = dict(
+        UserAiSettings.objects.filter(user_id__in=list(user_ids)).values_list("user_id", "ai_analysis_enabled")
+    )
+    default = bool(settings.AI_ANALYSIS_ENABLED_BY_DEFAULT)
+    return {user_id: enabled.get(user_id, default) for user_id in user_ids}
 
 
 def local_date(*, ai_settings: UserAiSettings, now: dt.datetime | None = None) -> dt.date:

@@ -6,6 +6,7 @@ import pytest
 from django.conf import LazySettings
 from django.core.cache import cache
 
+from ai_jobs import pauses
 from quotas import selectors as quota_selectors
 from tests.support.api import RUNTIME_TOKEN, RuntimeClient
 from tests.support.factories import UserFactory
@@ -28,6 +29,7 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.ASYNCH_ALLOWED_MODEL_HOSTS = MODEL_HOSTS.split(",")
     cache.clear()
     quota_selectors.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
+    pauses.forget()  # likewise the paused job types
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ ASIDE = {"asynch"}  # beside ai_jobs: its own modules and config only
 CLIENT = "runtime_worker"
 CLIENT_SHARES = {"ai_jobs.output_schemas", "config.errors"}
 # Entry points nothing else imports: the APIs, the admin, commands, Celery tasks, app configs.
-INTERFACES = {"api", "admin", "admin_outputs", "management", "tasks", "apps"}
+INTERFACES = {"api", "admin", "admin_outputs", "admin_operations", "management", "tasks", "apps"}
 OPERATIONS = "ops"  # reads every app; only the root URLconf includes it
 WIRING = {"config.urls"}  # the root URLconf: it mounts every app's interfaces
 # Imports inside a function that are not there to get round a cycle: Django's app

@@ -81,6 +81,7 @@ def test_every_family_is_in_the_first_scrape_with_a_zero_for_each_known_label_va
             code = "JOB_CANCELLED" if status == "cancelled" else ""
             labels = {"status": status, "job_type": job_type, "error_code": code}
             assert series(found, "aijobs_jobs_finished_total")[tuple(sorted(labels.items()))] == 0
+    assert series(found, "aijobs_job_type_paused") == {(("job_type", job_type),): 0 for job_type in types}
     for mode in API_KEY_MODES:
         assert has(found, "aijobs_model_tokens_total", api_key_mode=mode)
     assert series(found, "aijobs_notifications_failed_total") == {(): 0}

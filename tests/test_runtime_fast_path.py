@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from ai_jobs import pauses
 from ai_jobs.models import AiJobSnapshot, AiRuntimeJob
 from ai_jobs.snapshots import snapshot_create
 from config.errors import RuntimeErrorCode
@@ -155,6 +156,7 @@ def test_claim_with_include_is_two_statements_whatever_the_number_of_jobs(runtim
     jobs = [_with_snapshot(JobFactory()) for _ in range(4)]
     jobs.append(_with_snapshot(JobFactory(user=user, api_key_mode="user_deepseek_key", credential_id=credential.id)))
     quota_selectors.breaker_state_hint()  # the breaker's state as the process already knows it (read at most once a second)
+    pauses.paused_types()  # and the paused job types (read at most every few seconds)
     response, statements = _statements(lambda: _claim(runtime, ["snapshot", "credential"], limit=len(jobs)))
     assert response.status_code == 200 and len(response.json()["jobs"]) == len(jobs)
     assert len(statements) == 2, statements  # the claim's UPDATE, then one read of every job's snapshot and key

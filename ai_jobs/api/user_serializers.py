@@ -6,12 +6,55 @@ import json
 from functools import cache
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ai_jobs import job_types
+from ai_jobs import job_types, selectors
 from ai_jobs.api.internal_serializers import JobSerializer, JobTypeField, validated
 from ai_jobs.models import ApiKeyMode, JobStatus, TargetType
 from config.openapi import ChoiceString
+
+
+class JobUsageSerializer(serializers.Serializer):
+    """What a job cost: every model call of every attempt, the accepted one included."""
+
+    promptTokens = serializers.IntegerField(source="prompt_tokens", help_text="Prompt tokens of every model call")
+    completionTokens = serializers.IntegerField(
+        source="completion_tokens", help_text="Completion tokens of every model call"
+    )
+    totalTokens = serializers.IntegerField(source="total_tokens", help_text="Tokens of every model call")
+    costCents = serializers.DecimalField(
+        source="cost_cents",
+        max_digits=16,
+        decimal_places=4,
+        coerce_to_string=False,
+        help_text="US cents of every model call, at most 4 decimal places",
+    )
+    calls = serializers.IntegerField(
+        help_text="Model calls counted: the accepted result's, and each that ended in an error (any attempt)"
+    )
+
+
+@extend_schema_field(JobUsageSerializer)
+class JobUsageField(serializers.Field):
+    """``usage``, read from the job's row as ``selectors.with_usage`` annotated it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, job: Any) -> dict[str, Any]:
+        # Built here, not by JobUsageSerializer (the schema's): every job answer carries it.
+        spent = selectors.job_usage(job)
+        return {
+            "promptTokens": spent.prompt_tokens,
+            "completionTokens": spent.completion_tokens,
+            "totalTokens": spent.total_tokens,
+            "costCents": _COST.to_representation(spent.cost_cents),
+            "calls": spent.calls,
+        }
+
+
+_COST = JobUsageSerializer().fields["costCents"]
 
 
 class UserJobSerializer(JobSerializer):
@@ -23,6 +66,10 @@ class UserJobSerializer(JobSerializer):
     retriedFromJobId = serializers.CharField(source="retried_from_job_id", allow_null=True)
     rerunAs = serializers.CharField(
         source="rerun_as_id", allow_null=True, help_text="the job an operator reran this failed one as"
+    )
+    usage = JobUsageField(
+        help_text="What the job cost so far: the tokens and cost of every model call of every attempt "
+        "(the accepted result's call and each call that ended in an error)"
     )
 
 

@@ -13,7 +13,7 @@ from ai_jobs.models.jobs import (
     TargetType,
 )
 from ai_jobs.models.notifications import Notification, NotificationKind
-from ai_jobs.models.operations import QueueSample, RuntimeInstance
+from ai_jobs.models.operations import BulkOperation, BulkOperationKind, JobTypePause, QueueSample, RuntimeInstance
 from ai_jobs.models.outputs import (
     ActionType,
     AiLearningAnalysis,
@@ -40,11 +40,14 @@ __all__ = [
     "AiRuntimeJob",
     "AiRuntimeResult",
     "ApiKeyMode",
+    "BulkOperation",
+    "BulkOperationKind",
     "CandidateStatus",
     "Difficulty",
     "Flashcard",
     "FlashcardCandidate",
     "JobStatus",
+    "JobTypePause",
     "Level",
     "NextActionRecommendation",
     "Notification",

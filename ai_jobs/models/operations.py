@@ -3,8 +3,13 @@ instances have called lately, and the queue's depth minute by minute."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from config.ids import new_id
 
 
 class RuntimeInstance(models.Model):
@@ -39,3 +44,58 @@ class QueueSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M} pending {self.pending}"
+
+
+class JobTypePause(models.Model):
+    """A paused job type: while its row exists, claim, poll and lock pass over the type's
+    pending jobs (``ai_jobs.pauses``); creating them still works. Resuming deletes it."""
+
+    job_type = models.CharField(primary_key=True, max_length=40)
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.CharField(max_length=150, default="system")
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "ai_job_type_pause"
+        verbose_name = "paused job type"
+        default_permissions = ("view",)
+        permissions = [("pause_jobtype", "Can pause and resume a job type")]
+
+    def __str__(self) -> str:
+        return self.job_type
+
+
+class BulkOperationKind(models.TextChoices):
+    RERUN = "rerun", "rerun failed jobs"
+    CANCEL = "cancel", "cancel pending and running jobs"
+
+
+class BulkOperation(models.Model):
+    """An operator's rerun or cancel of every job matching a filter, worked through in
+    batches by a Celery task (``ai_jobs.services.bulk``). Once finished,
+    ``done + refused + skipped == matched``."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "bulk"), editable=False)
+    kind = models.CharField(max_length=16, choices=BulkOperationKind.choices)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    filter = models.JSONField(default=dict, blank=True)
+    matched = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+    refused = models.IntegerField(default=0)
+    skipped = models.IntegerField(default=0)
+    # The last job id worked on: how far the run got.
+    cursor = models.CharField(max_length=40, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ai_bulk_operation"
+        verbose_name = "bulk operation"
+        verbose_name_plural = "Bulk operations"
+        indexes = [models.Index(fields=["-created_at"], name="ai_bulk_operation_created")]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.kind}"

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ai_jobs import leases, selectors, transitions
+from ai_jobs import leases, pauses, selectors, transitions
 from ai_jobs.models import (
     ACTIVE_STATUSES,
     AiRuntimeJob,
@@ -43,6 +43,8 @@ def lease_length() -> dt.timedelta:
 
 def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
     now = timezone.now()
+    if pauses.paused_types():  # only while a type is paused does a lock read the job's type first
+        _refuse_if_paused(job_id)
     job = transitions.lock(job_id=job_id, instance_id=instance_id, now=now, lease=lease_length())
     if job is not None:
         return job
@@ -78,6 +80,15 @@ def job_lock(*, job_id: str, instance_id: str) -> AiRuntimeJob:
     raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job_id} is {current.status}")
 
 
+def _refuse_if_paused(job_id: str) -> None:
+    job = AiRuntimeJob.objects.filter(id=job_id).values_list("status", "job_type").first()
+    if job is not None and job[0] == JobStatus.PENDING and job[1] in pauses.paused_types():
+        raise DomainError(
+            ErrorCode.JOB_NOT_ACTIVE,
+            f"Job {job_id} waits in pending: its job type {job[1]} is paused by an operator",
+        )
+
+
 def _listed(job: AiRuntimeJob | None) -> list[AiRuntimeJob]:
     return [job] if job is not None else []
 
@@ -99,6 +110,7 @@ def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: 
     the breaker is half-open, a second step adds trial platform-key jobs. ``start``:
     the jobs go straight to ``running`` (the fast path, ``job_claim_started``)."""
     limit, now = min(limit, selectors.POLL_MAX), timezone.now()
+    job_types = pauses.unpaused(job_types)  # a paused type's jobs wait
     jobs = transitions.claim(
         job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=lease_length(), start=start
     )

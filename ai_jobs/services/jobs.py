@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -67,11 +68,16 @@ def job_create(
         max_retry_count=settings.AI_JOB_DEFAULT_MAX_RETRY_COUNT if max_retry_count is None else max_retry_count,
         timeout_seconds=settings.AI_JOB_DEFAULT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
     )
-    # A fixed INSERT (config.sql.insert_rows): the ORM's would be compiled again for every job.
-    insert_rows(AiRuntimeJob, [{field.attname: field.pre_save(job, add=True) for field in _JOB_FIELDS}])
-    job._state.adding = False
-    job._state.db = connection.alias
+    _insert([job])
     return job
+
+
+def _insert(jobs: Sequence[AiRuntimeJob]) -> None:
+    # A fixed INSERT (config.sql.insert_rows): the ORM's would be compiled again for every job.
+    insert_rows(AiRuntimeJob, [{field.attname: field.pre_save(job, add=True) for field in _JOB_FIELDS} for job in jobs])
+    for job in jobs:
+        job._state.adding = False
+        job._state.db = connection.alias
 
 
 _JOB_FIELDS = AiRuntimeJob._meta.concrete_fields
@@ -93,40 +99,87 @@ def without_standin_markers(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Reruns:
+    """What ``jobs_rerun`` did with each job it was given, by id: rerun (the new job),
+    refused (the user's consent is missing), or skipped (not failed, already rerun, or gone)."""
+
+    created: dict[str, AiRuntimeJob]
+    refused: dict[str, DomainError]
+    skipped: dict[str, DomainError]
+
+
 @transaction.atomic
-def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
-    """An operator reruns a failed job: a NEW job that records where it came from
-    named on the failed one as its ``rerunAs``; the failed one stays
-    as it is, and a second rerun of it is refused. Not for a user who has turned AI
-    analysis off: an operator cannot give consent for them. The rerun's params lose the
-    stand-in's fault markers: a job failed on purpose by one would only fail again."""
-    if job.status != JobStatus.FAILED:
-        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}")
-    if job.rerun_as_id:
-        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {job.rerun_as_id}")
-    if not quota_selectors.ai_settings_get(user_id=job.user_id).ai_analysis_enabled:
-        raise DomainError(
-            ErrorCode.AI_ANALYSIS_DISABLED,
-            f"Job {job.id} was not rerun: its user has AI analysis turned off, and only they can turn it on",
+def jobs_rerun(*, job_ids: Sequence[str]) -> Reruns:
+    """An operator reruns failed jobs: for each, a NEW job that records where it came
+    from (``retriedFromJobId``), named on the failed one as its ``rerunAs``; the failed
+    one stays as it is, and a second rerun of it is refused. Not for a user who has
+    turned AI analysis off: an operator cannot give consent for them. The rerun's params
+    lose the stand-in's fault markers: a job failed on purpose by one would only fail
+    again. A few statements whatever the number of jobs: the failed rows locked (two
+    operators rerunning one job at once: the second finds it rerun), their users'
+    consent read at once, the new jobs inserted in one statement, the old ones named in
+    another."""
+    jobs = list(AiRuntimeJob.objects.select_for_update().filter(id__in=list(job_ids)).order_by("id"))
+    found = {job.id for job in jobs}
+    skipped = {
+        job_id: DomainError(ErrorCode.JOB_NOT_FOUND, f"Job {job_id} does not exist")
+        for job_id in job_ids
+        if job_id not in found
+    }
+    refused: dict[str, DomainError] = {}
+    candidates = []
+    consenting = quota_selectors.ai_analysis_enabled_of(user_ids={job.user_id for job in jobs})
+    for job in jobs:
+        if job.status != JobStatus.FAILED:
+            skipped[job.id] = DomainError(
+                ErrorCode.JOB_NOT_ACTIVE, f"Only failed jobs can be rerun; {job.id} is {job.status}"
+            )
+        elif job.rerun_as_id:
+            skipped[job.id] = DomainError(
+                ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {job.rerun_as_id}"
+            )
+        elif not consenting[job.user_id]:
+            refused[job.id] = DomainError(
+                ErrorCode.AI_ANALYSIS_DISABLED,
+                f"Job {job.id} was not rerun: its user has AI analysis turned off, and only they can turn it on",
+            )
+        else:
+            candidates.append(job)
+    reruns = [
+        AiRuntimeJob(
+            user_id=job.user_id,
+            job_type=job.job_type,
+            target_type=job.target_type,
+            target_id=job.target_id,
+            api_key_mode=job.api_key_mode,
+            credential_id=job.credential_id,
+            priority=job.priority,
+            params=without_standin_markers(job.params),
+            retried_from_job_id=job.id,
+            model_name=settings.DEEPSEEK_MODEL,
+            max_retry_count=job.max_retry_count,
+            timeout_seconds=job.timeout_seconds,
         )
-    rerun = job_create(
-        user=job.user,
-        job_type=job.job_type,
-        target_type=job.target_type,
-        target_id=job.target_id,
-        api_key_mode=job.api_key_mode,
-        credential_id=job.credential_id,
-        priority=job.priority,
-        params=without_standin_markers(job.params),
-        retried_from=job,
-        max_retry_count=job.max_retry_count,
-        timeout_seconds=job.timeout_seconds,
+        for job in candidates
+    ]
+    if reruns:
+        _insert(reruns)
+        named = transitions.record_reruns(jobs=candidates, rerun_ids=[rerun.id for rerun in reruns], now=timezone.now())
+        if named != len(candidates):  # the rows were locked and seen failed, never rerun: not reached
+            raise DomainError(ErrorCode.JOB_NOT_ACTIVE, "A job was rerun by another operator meanwhile; try again")
+    return Reruns(
+        created={job.id: rerun for job, rerun in zip(candidates, reruns, strict=True)}, refused=refused, skipped=skipped
     )
-    now = timezone.now()
-    if not transitions.record_rerun(job_id=job.id, rerun_id=rerun.id, now=now):  # another operator was first
-        current = AiRuntimeJob.objects.filter(id=job.id).values_list("rerun_as_id", flat=True).first()
-        raise DomainError(ErrorCode.JOB_NOT_ACTIVE, f"Job {job.id} was already rerun as {current}")
-    job.rerun_as, job.updated_at = rerun, now
+
+
+def job_rerun(*, job: AiRuntimeJob) -> AiRuntimeJob:
+    """One failed job rerun by ``jobs_rerun``'s rules: the new job, or the reason it was not."""
+    done = jobs_rerun(job_ids=[job.id])
+    if job.id not in done.created:
+        raise (done.refused.get(job.id) or done.skipped[job.id])
+    rerun = done.created[job.id]
+    job.rerun_as, job.updated_at = rerun, timezone.now()
     return rerun
 
 

@@ -38,6 +38,7 @@ DOCUMENTED_METRICS = {
     "asynch_tasks": ("gauge", {"state", "model_name"}),
     "asynch_model_calls": ("counter", {"model_name", "outcome"}),
     "asynch_semaphore_in_use": ("gauge", {"model_name"}),
+    "aijobs_job_type_paused": ("gauge", {"job_type"}),
 }
 
 
