@@ -157,6 +157,10 @@ else:
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The languages a push speaks (delivery: the device's locale picks one); the catalogues
+# are locale/<language>/LC_MESSAGES/django.po, compiled by make run and make test.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"

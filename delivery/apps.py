@@ -8,4 +8,4 @@ class DeliveryConfig(AppConfig):
 
     def ready(self) -> None:
         # The push senders register themselves with the outbox (``outbox.sender_register``).
-        pass
+        from delivery.senders import push as _push  # noqa: F401
