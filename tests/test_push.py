@@ -12,6 +12,8 @@ import datetime as dt
 import logging
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ai_jobs import job_types
@@ -86,6 +88,26 @@ def test_each_device_of_a_learner_who_finishes_a_job_gets_one_push_with_its_id_b
     assert not Delivery.objects.filter(event_id=notice_of(earlier).id).exists()
     listed = learner.get("/ai/devices").json()["results"]
     assert all(device["lastPushAt"] for device in listed)
+
+
+def test_a_result_writes_the_pushes_of_all_the_learners_devices_in_one_statement_and_sends_none_before_commit(
+    learner: Learner, runtime, push_settings: PushStandins
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("counts PostgreSQL's statements")
+    for n in range(3):
+        register(learner, "android", f"{ANDROID_TOKEN}-{n}")
+    register(learner, "ios", IOS_TOKEN)
+    job_id = learner.job().json()["jobId"]
+    attempt = runtime.lock(job_id).json()["attemptNo"]
+    with CaptureQueriesContext(connection) as captured:
+        assert runtime.result(job_id, attempt, VALID_OUTPUTS["learning_state_analysis"]).status_code == 200
+    writes = [q["sql"] for q in captured.captured_queries if "delivery" in q["sql"]]
+    assert len(writes) == 1 and writes[0].lstrip().startswith("INSERT INTO delivery "), writes
+    assert Delivery.objects.filter(status="pending").count() == 4
+    assert (
+        push_settings.apns.received == [] and push_settings.google.received == []
+    )  # the test's transaction never commits
 
 
 def test_the_failure_of_a_job_is_pushed_too(learner: Learner, runtime, push_settings: PushStandins):
