@@ -69,3 +69,11 @@ UPDATE delivery
  WHERE receiver_id = %(receiver_id)s AND kind = %(kind)s AND status = 'pending'
 RETURNING channel
 """
+
+# A finished delivery sent again (a webhook's replay): pending and due now, its event id
+# and its attempts kept. One being sent this moment is left to finish.
+RESEND = """
+UPDATE delivery
+   SET status = 'pending', next_attempt_at = %(now)s, finished_at = NULL, expires_at = %(expires_at)s
+ WHERE id = %(id)s AND status IN ('delivered', 'failed', 'dropped')
+"""

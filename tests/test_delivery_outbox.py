@@ -22,7 +22,7 @@ from delivery.services import outbox
 from delivery.services.outbox import Answer, Backoff, FixedSchedule, Outcome
 from tests.support.concurrency import run_together
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 KIND = "test-recorder"
 
@@ -211,3 +211,15 @@ def test_a_sender_that_raises_is_retried_not_lost(recorder: Recorder):
     assert outbox.delivery_send(delivery_id=first) == DeliveryStatus.PENDING
     assert "ValueError" in Delivery.objects.get(id=first).last_error
     assert connection.vendor in ("postgresql", "sqlite")
+
+
+def test_a_finished_delivery_resent_goes_again_with_its_event_id(recorder: Recorder, eager: None):
+    [first] = write(receivers=[("rcv_a", "ch")])  # outside a transaction: sent at once
+    assert Delivery.objects.get(id=first).status == DeliveryStatus.DELIVERED
+    with transaction.atomic():
+        assert outbox.delivery_resend(delivery_id=first) is True
+        assert len(recorder.sent) == 1  # not before commit
+    assert len(recorder.sent) == 2
+    row = Delivery.objects.get(id=first)
+    assert (row.status, row.event_id, row.attempts) == (DeliveryStatus.DELIVERED, "evt_1", 2)
+    assert outbox.delivery_resend(delivery_id="dlv_missing") is False

@@ -33,7 +33,17 @@ The engine's whole API, for a new kind of delivery (the webhooks build on it so)
    ``expires_at``, it is failed). ``deliveries_dispatch`` (beat, every
    ``DELIVERY_DISPATCH_INTERVAL_SECONDS``) enqueues the due ones and takes back claims
    whose task died (``DELIVERY_CLAIM_SECONDS``). ``deliveries_drop_of_owner`` /
-   ``deliveries_drop_of_receiver`` drop what is not sent yet.
+   ``deliveries_drop_of_receiver`` drop what is not sent yet; ``delivery_resend``
+   sends a finished one again with the same event id (a replay).
+
+A sender reads what it needs from the row: ``payload`` (what the caller handed
+over), ``receiver_id`` and ``owner_id`` (plain ids it resolves itself, e.g. a device
+or a webhook endpoint), ``event_id`` (the same on every try: a webhook's
+``webhook-id``), ``attempts`` (this try's number, from 1), ``created_at``.
+Attempts are rows of ``DeliveryAttempt`` (number, time, status code, outcome,
+error). A try that was claimed again after its lease ran out finishes nothing (its
+``FINISH`` changes no row), so a receiver may, rarely, see one event twice: the
+event id lets it tell.
 
 Statuses: pending, sending, then delivered, failed or dropped (``DeliveryStatus``).
 A new row is due ``DELIVERY_DISPATCH_INTERVAL_SECONDS`` after it is written: its
@@ -355,6 +365,16 @@ def _counted_drops(kind: str, rows: list[tuple[Any, ...]]) -> list[Delivery]:
         for delivery in dropped:
             sender.count(delivery, "dropped")
     return dropped
+
+
+def delivery_resend(*, delivery_id: str, expires_at: dt.datetime | None = None) -> bool:
+    """Send a finished delivery again (a webhook's replay), with the same event id, after
+    the caller's transaction commits; its schedule starts over from its next try. ``False``
+    when it is not finished (pending or being sent: it goes anyway) or does not exist."""
+    changed = execute(queries.RESEND, {"id": delivery_id, "now": timezone.now(), "expires_at": expires_at})
+    if changed:
+        deliveries_enqueue([delivery_id])
+    return changed == 1
 
 
 # --- the dispatcher ------------------------------------------------------------------------------------
