@@ -517,6 +517,10 @@ LOGGING = logging_config(
     level=env.str("LOG_LEVEL", default="INFO"),
     levels=env.dict("LOG_LEVELS", default={}),  # logger=LEVEL,...: make run quiets the idle loop's lines
 )
+# httpx logs each request's URL at INFO: an APNs URL ends with the device's token, which
+# no log line may carry. Its warnings and errors still show.
+for _quiet in ("httpx", "httpcore"):
+    LOGGING["loggers"].setdefault(_quiet, {"level": "WARNING"})
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")  # set: GET /metrics needs it as a bearer token
 # Counters and histograms: in one Redis hash shared by every process of every machine,
 # flushed from each process's memory every METRICS_FLUSH_SECONDS; with no Redis, in

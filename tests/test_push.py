@@ -47,14 +47,18 @@ def learner() -> Learner:
 
 
 def test_each_device_of_a_learner_who_finishes_a_job_gets_one_push_with_its_id_badge_and_words(
-    learner: Learner, runtime, push_settings: PushStandins, django_capture_on_commit_callbacks
+    learner: Learner, runtime, push_settings: PushStandins, django_capture_on_commit_callbacks, caplog
 ):
     earlier = finish_job(learner, runtime, django_capture_on_commit_callbacks)  # unread, before any device
     assert register(learner, "ios", IOS_TOKEN, locale="zh-Hans-CN", appVersion="2.1.0").status_code == 201
     assert register(learner, "android", ANDROID_TOKEN, locale="en-US").status_code == 201
     assert push_settings.apns.received == [] and push_settings.google.received == []
 
-    job_id = finish_job(learner, runtime, django_capture_on_commit_callbacks)
+    with caplog.at_level(logging.INFO):
+        job_id = finish_job(learner, runtime, django_capture_on_commit_callbacks)
+    assert caplog.records and not [
+        r for r in caplog.records if IOS_TOKEN in r.getMessage() or ANDROID_TOKEN in r.getMessage()
+    ]
 
     notice = notice_of(job_id)
     assert push_settings.apns.problems == [] and push_settings.google.problems == []

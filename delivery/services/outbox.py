@@ -243,10 +243,10 @@ def deliveries_enqueue(ids: Iterable[str]) -> None:
         transaction.on_commit(lambda: _enqueue(ids), robust=True)
 
 
-def _enqueue(ids: Sequence[str]) -> None:
+def _enqueue(ids: Sequence[str], *, expires: float | None = None) -> None:
     for delivery_id in ids:
         try:
-            send.apply_async((delivery_id,), expires=settings.DELIVERY_CLAIM_SECONDS)
+            send.apply_async((delivery_id,), expires=expires or settings.DELIVERY_CLAIM_SECONDS)
         except Exception as error:
             logger.warning("delivery %s: not enqueued (%s); the dispatcher sends it", delivery_id, error)
 
@@ -386,7 +386,9 @@ def deliveries_dispatch(*, now: dt.datetime | None = None, limit: int | None = N
     now = now or timezone.now()
     reclaimed = execute(queries.RECLAIM, {"now": now})
     due = [row[0] for row in fetch(queries.DUE, {"now": now, "limit": limit or settings.DELIVERY_DISPATCH_BATCH_SIZE})]
-    _enqueue(due)
+    # The next pass enqueues again whatever is still due: a message it outlived is dropped
+    # unsent, so a stopped worker does not come back to a pile of copies.
+    _enqueue(due, expires=2 * settings.DELIVERY_DISPATCH_INTERVAL_SECONDS)
     return {"reclaimed": reclaimed, "enqueued": len(due)}
 
 
