@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -19,7 +20,7 @@ from django.utils import timezone
 from ai_jobs import job_types
 from ai_jobs.notifications import push_words
 from delivery.models import Delivery, Device
-from delivery.senders import apns
+from delivery.senders import apns, fcm
 from delivery.services import outbox
 from delivery.services.push import language_of
 from quotas.models import UserAiSettings
@@ -35,7 +36,7 @@ from tests.support.push import (
     register,
     standins_fixture,  # noqa: F401  (fixtures)
 )
-from tests.support.push_standins import PushStandins, fcm_unavailable, fcm_unregistered
+from tests.support.push_standins import PushStandins, fcm_unavailable, fcm_unregistered, make_certificates
 from tests.support.user_api import Learner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
@@ -273,6 +274,44 @@ def test_the_apns_provider_token_is_reused_within_its_lifetime(
     finish_job(learner, runtime, django_capture_on_commit_callbacks)
     assert len(push_settings.apns.provider_tokens) == 2
     assert 20 * 60 <= apns.TOKEN_REUSE_SECONDS <= 50 * 60
+
+
+def test_the_fcm_access_token_is_reused_until_it_is_about_to_expire(
+    learner: Learner, runtime, push_settings: PushStandins, django_capture_on_commit_callbacks
+):
+    register(learner, "android", ANDROID_TOKEN)
+    finish_job(learner, runtime, django_capture_on_commit_callbacks)
+    asked = push_settings.google.token_requests
+    for _ in range(2):
+        finish_job(learner, runtime, django_capture_on_commit_callbacks)
+    assert push_settings.google.token_requests == asked  # one token for every push
+    fcm.ACCOUNT._load().expiry = datetime.now(UTC).replace(tzinfo=None)  # google-auth's naive UTC: it expires now
+    finish_job(learner, runtime, django_capture_on_commit_callbacks)
+    assert push_settings.google.token_requests == asked + 1
+    assert [r.status for r in push_settings.google.received] == [200] * 4
+
+
+def test_push_ca_file_is_what_is_trusted_not_a_bundle_the_environment_names(
+    learner: Learner, runtime, push_settings: PushStandins, settings, monkeypatch, tmp_path,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    register(learner, "ios", IOS_TOKEN)
+    register(learner, "android", ANDROID_TOKEN)
+    fcm.ACCOUNT._load().expiry = datetime.now(UTC).replace(tzinfo=None)  # a token must be fetched: TLS to Google too
+    monkeypatch.setenv("SSL_CERT_FILE", str(push_settings.certificates.ca_file))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(push_settings.certificates.ca_file))
+    settings.PUSH_CA_FILE = str(make_certificates(tmp_path / "other").ca_file)  # a CA that signed nothing here
+
+    finish_job(learner, runtime, django_capture_on_commit_callbacks)
+
+    assert push_settings.apns.received == [] and push_settings.google.received == []
+    rows = list(Delivery.objects.all())
+    assert {(d.status, d.attempts) for d in rows} == {("pending", 1)}  # a network error: tried again later
+    assert {d.last_error.split(":")[0] for d in rows} == {"APNs not reached", "FCM's access token not obtained"}
+    settings.PUSH_CA_FILE = str(push_settings.certificates.ca_file)
+    Delivery.objects.update(next_attempt_at=timezone.now())
+    outbox.deliveries_dispatch()
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"delivered"}
 
 
 def test_with_no_settings_nothing_is_sent_and_nothing_fails(
