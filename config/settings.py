@@ -473,7 +473,7 @@ ASYNCH_UNCLAIMED_RETENTION_SECONDS = env.int("ASYNCH_UNCLAIMED_RETENTION_SECONDS
 # Daily counters (users' and the platform's usage, model-asynch statistics, breaker events):
 # a year of figures, and never the day a quota reads.
 AI_COUNTER_RETENTION_DAYS = env.int("AI_COUNTER_RETENTION_DAYS", default=400)
-# Push and webhook deliveries finished this long ago, with their attempts (0: every finished one).
+# Push and webhook deliveries finished this long ago, with their attempts (zero: every finished one).
 DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
 if AI_COUNTER_RETENTION_DAYS < 1:  # a job reserved yesterday still counts its tokens on yesterday
     raise ImproperlyConfigured(f"AI_COUNTER_RETENTION_DAYS={AI_COUNTER_RETENTION_DAYS} must be at least 1 (days).")

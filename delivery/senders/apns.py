@@ -3,8 +3,8 @@ authentication, through httpx (``http2=True``, the ``h2`` package) and PyJWT.
 
 The provider token is an ES256 JWT signed with the team's ``.p8`` key
 (``APNS_KEY_FILE``), header ``kid`` = ``APNS_KEY_ID``, claims ``iss`` = ``APNS_TEAM_ID``
-and ``iat``. Apple refuses tokens renewed more often than every twenty minutes and
-older than an hour: one token per process, renewed after ``TOKEN_REUSE_SECONDS``, or
+and ``iat``. Apple refuses a token renewed too often and one too old (contract 11.2
+gives the window): one token per process, renewed after ``TOKEN_REUSE_SECONDS``, or
 at once when Apple answers ``ExpiredProviderToken``/``InvalidProviderToken``. One
 HTTP/2 connection per process carries every push (Apple asks providers to keep it open).
 """
@@ -26,7 +26,7 @@ from django.conf import settings
 from delivery.senders.tls import ssl_context
 from delivery.services.outbox import Answer, Outcome, retry_after_seconds
 
-TOKEN_REUSE_SECONDS = 40 * 60  # within Apple's window: at least twenty minutes, at most fifty
+TOKEN_REUSE_SECONDS = 40 * 60  # inside the reuse window of contract 11.2 (tests/test_push.py checks it)
 _DEAD_TOKEN_REASONS = {"BadDeviceToken", "DeviceTokenNotForTopic", "Unregistered"}
 _PROVIDER_TOKEN_REASONS = {"ExpiredProviderToken", "InvalidProviderToken"}
 
