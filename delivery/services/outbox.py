@@ -16,7 +16,8 @@ The engine's whole API, for a new kind of delivery (the webhooks build on it so)
    - ``kind``: the rows' ``kind``;
    - ``schedule``: when to try again, a ``Backoff`` (exponential with jitter, honouring
      ``Retry-After``, at most so many tries) or a ``FixedSchedule`` (tried once, then
-     once after each interval; ``schedule_parse("5s,5m,30m")``);
+     once after each interval; ``schedule_parse("5s,5m,30m")``), both in
+     ``delivery.services.schedules`` and importable from here;
    - ``send(delivery) -> Answer``: one try; it never raises for what the receiver
      answered or the network did, it says so in the ``Answer``
      (``Outcome.DELIVERED``, ``RETRY`` with ``retry_after`` if the receiver asked,
@@ -56,12 +57,9 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import logging
-import random
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from celery import shared_task
@@ -74,6 +72,14 @@ from config.observability.context import bound
 from config.sql import execute, fetch, insert_rows
 from delivery import queries
 from delivery.models import Delivery, DeliveryAttempt, DeliveryStatus
+from delivery.services.schedules import Backoff, FixedSchedule, retry_after_seconds, schedule_parse
+
+# The engine's API, the schedules' included (defined in ``delivery.services.schedules``).
+__all__ = [
+    "Answer", "Backoff", "FixedSchedule", "Outcome", "Sender", "deliveries_dispatch", "deliveries_drop_of_owner",
+    "deliveries_drop_of_receiver", "deliveries_enqueue", "deliveries_write", "delivery_resend", "delivery_send",
+    "dispatch", "first_due", "retry_after_seconds", "schedule_parse", "send", "sender_for", "sender_register",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -97,67 +103,6 @@ class Answer:
     error: str = ""
     retry_after: float | None = None  # seconds the receiver asked us to wait
     note: str = ""  # a finer outcome for the sender's metric (``device_disabled``)
-
-
-# --- schedules -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff from ``base`` seconds with full jitter (each delay drawn
-    between half and all of its doubling), at most ``max_attempts`` tries; a receiver's
-    ``Retry-After`` is honoured when it asks for longer."""
-
-    base: float
-    max_attempts: int
-    cap: float = 3600.0
-
-    def delay(self, attempts: int, retry_after: float | None = None) -> float | None:
-        if attempts >= self.max_attempts:
-            return None
-        ceiling = min(self.cap, self.base * 2 ** max(0, attempts - 1))
-        return max(random.uniform(ceiling / 2, ceiling), retry_after or 0.0)
-
-
-@dataclass(frozen=True)
-class FixedSchedule:
-    """Tried once, then once after each interval (seconds), then failed."""
-
-    intervals: tuple[float, ...]
-
-    def delay(self, attempts: int, retry_after: float | None = None) -> float | None:
-        return self.intervals[attempts - 1] if 1 <= attempts <= len(self.intervals) else None
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def schedule_parse(text: str) -> FixedSchedule:
-    """``"5s,5m,30m,2h"`` as a ``FixedSchedule``; a bare number is seconds."""
-    intervals = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", part)
-        if match is None:
-            raise ValueError(f"{part!r} is not an interval such as 5s, 5m, 2h")
-        intervals.append(float(match.group(1)) * _UNITS[match.group(2) or "s"])
-    return FixedSchedule(tuple(intervals))
-
-
-def retry_after_seconds(value: str | None, *, now: dt.datetime | None = None) -> float | None:
-    """A ``Retry-After`` header's wait in seconds (delay-seconds or an HTTP date), or
-    ``None`` for none or one that cannot be read."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, (when - (now or timezone.now())).total_seconds())
 
 
 # --- senders ---------------------------------------------------------------------------------------
@@ -318,7 +263,7 @@ def _finish(
     if sender is not None:
         sender.count(delivery, counted)
     with bound(deliveryId=delivery.id):
-        log = logger.info if status in (DeliveryStatus.DELIVERED, DeliveryStatus.PENDING) else logger.warning
+        log = logger.warning if status == DeliveryStatus.FAILED else logger.info
         log("delivery %s (%s) try %s: %s%s", delivery.id, delivery.kind, attempts, counted,
             f" ({answer.error[:200]})" if answer.error else "")  # fmt: skip
     return status
