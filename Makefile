@@ -26,7 +26,7 @@ STANDIN_PORT ?= 8300
 # output; LOG_LEVELS= shows it all.
 QUIET_LOGGERS ?= celery.beat=WARNING,celery.app.trace=WARNING,celery.worker.strategy=WARNING,celery.worker.request=WARNING,gunicorn.access=WARNING
 
-.PHONY: venv lock browser node pgbouncer prometheus run test lint docs docs-serve bench clean
+.PHONY: venv lock browser node pgbouncer prometheus messages run test lint docs docs-serve bench clean
 
 # -qq: errors only (a pip.conf naming missing package folders would print a warning a package).
 # --require-hashes: every package, direct or transitive, is the very file that was locked.
@@ -74,9 +74,16 @@ prometheus:
 	  echo "installing Debian's prometheus (prometheus and promtool) for the alert rules' tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# The words of pushes in the learner's language (locale/*/LC_MESSAGES/django.po), compiled
+# to the .mo files Django reads; msgfmt is Debian's gettext.
+messages: venv
+	@command -v msgfmt >/dev/null 2>&1 || { echo "installing Debian's gettext to compile the translation catalogues"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gettext >/dev/null; }
+	@DEBUG=true $(BIN)/python manage.py compilemessages -v0 --ignore='.venv*' --ignore=var --ignore=node_modules
+
 # DEBUG=true is what makes this a development setup: it lets every process start on the
 # development SECRET_KEY and credential key (with DEBUG false they refuse) and dev_bootstrap run.
-run: venv
+run: venv messages
 	@export DEBUG=$${DEBUG:-true} RUNTIME_SERVICE_TOKENS=$${RUNTIME_SERVICE_TOKENS:-$(DEV_RUNTIME_TOKEN)} WEB_PORT=$(RUN_PORT) \
 		RUNTIME_SERVICE_TOKEN=$${RUNTIME_SERVICE_TOKEN:-$(DEV_RUNTIME_TOKEN)} \
 		RUNTIME_API_URL=$${RUNTIME_API_URL:-http://127.0.0.1:$(RUN_PORT)} \
@@ -104,7 +111,7 @@ run: venv
 # SQLite with no Redis: the database `make run` uses must run the same state machine.
 # The suite runs with DEBUG false; its test-only SECRET_KEY and CREDENTIAL_ENCRYPTION_KEYS
 # come from tests/environment.py (a pytest plugin), so a bare .venv/bin/pytest has them too.
-test: venv browser node pgbouncer prometheus
+test: venv messages browser node pgbouncer prometheus
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
 	$(BIN)/pytest $(PYTEST_ARGS)

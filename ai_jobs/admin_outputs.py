@@ -13,6 +13,7 @@ from django.db.models import Model
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from ai_jobs import job_types
 from ai_jobs.models import (
@@ -25,6 +26,7 @@ from ai_jobs.models import (
     QuizQuestionCandidate,
     WeakPointCandidate,
 )
+from delivery.models import Delivery
 
 
 class ReadOnlyOutputAdmin(admin.ModelAdmin):
@@ -115,9 +117,23 @@ class FlashcardAdmin(ReadOnlyOutputAdmin):
 
 
 class NotificationAdmin(ReadOnlyOutputAdmin):
-    list_display = ["id", "user", "kind", "job_type", "title", "job", "read_at", "created_at"]
+    list_display = ["id", "user", "kind", "job_type", "title", "job", "pushes", "read_at", "created_at"]
     list_filter = ["kind", "job_type", ("read_at", admin.EmptyFieldListFilter)]
     search_fields = [*_SEARCH, "title"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "pushes", "push_outcomes"]
+
+    @admin.display(description="pushes")
+    def pushes(self, obj: Notification) -> str:
+        # The outbox's deliveries of this notice, one per device it was pushed to.
+        url = reverse("admin:delivery_delivery_changelist") + "?" + urlencode({"event_id__exact": obj.id})
+        return format_html('<a href="{}">deliveries</a>', url)
+
+    @admin.display(description="push outcomes")
+    def push_outcomes(self, obj: Notification) -> str:
+        rows = Delivery.objects.filter(event_id=obj.id).order_by("created_at", "id")
+        return ", ".join(f"{d.channel} {d.receiver_id}: {d.status}" for d in rows) or "none (no enabled device)"
 
 
 PAGES: dict[type[Model], type[ReadOnlyOutputAdmin]] = {

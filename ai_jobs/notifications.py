@@ -10,6 +10,14 @@ most one notice per job and kind.
 ``notify_job_finished`` stays a Celery task for the messages a version before this
 one queued (it writes the notice from the job row, once); nothing enqueues it now.
 It is defined here, beside what it calls, and exported by ``ai_jobs.tasks``.
+
+Each notice is also pushed to the user's devices (contract 11.2): the same
+transaction hands the outbox plain values (``delivery.services.push.pushes_write``:
+one ``INSERT ... SELECT`` over the user's enabled devices), and the pushes go after
+commit, off the request's path. Their words come from the translation catalogues
+(``locale/``), one rendering per language of ``LANGUAGES``, never from the model's
+output; whether the user still consents, and the badge (their unread notices), are
+read when each push is sent (``push_recipient``).
 """
 
 from __future__ import annotations
@@ -17,13 +25,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import InterfaceError, OperationalError
 from django.db.models import QuerySet
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext
 
 from ai_jobs import job_types, selectors
 from ai_jobs.models import AiRuntimeJob, JobStatus, Notification, NotificationKind
@@ -33,6 +44,8 @@ from config.ids import new_id
 from config.observability.context import bound
 from config.observability.metrics import NOTIFICATIONS_FAILED
 from config.sql import insert_rows
+from delivery.services import push
+from quotas import selectors as quota_selectors
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +94,49 @@ def _insert(rows: list[dict[str, Any]]) -> None:
     # One statement; a second notice of the same job and kind is no row (the unique
     # constraint decides, also between concurrent writers).
     insert_rows(Notification, rows, suffix="ON CONFLICT DO NOTHING")
+    push.pushes_write_many(
+        events=[
+            push.PushEvent(
+                user_id=row["user_id"],
+                event_id=row["id"],
+                payload={
+                    "jobId": row["job_id"],
+                    "notificationId": row["id"],
+                    "jobType": row["job_type"],
+                    "status": JobStatus.SUCCEEDED if _succeeded(row) else JobStatus.FAILED,
+                    "words": push_words(job_type=row["job_type"], succeeded=_succeeded(row)),
+                },
+            )
+            for row in rows
+        ]
+    )
+
+
+def _succeeded(row: dict[str, Any]) -> bool:
+    return row["kind"] == NotificationKind.JOB_SUCCEEDED
+
+
+@cache
+def push_words(*, job_type: str, succeeded: bool) -> dict[str, dict[str, str]]:
+    """What a push says, in each language of ``LANGUAGES``: the job type in the
+    learner's words and whether it succeeded."""
+    words = {}
+    for language, _name in settings.LANGUAGES:
+        with translation.override(language):
+            job = gettext(_label(job_type))
+            if succeeded:
+                title, body = gettext("%(job)s ready") % {"job": job}, gettext("Open the app to see what it made.")
+            else:
+                title, body = gettext("%(job)s failed") % {"job": job}, gettext("The job could not be completed.")
+        words[language] = {"title": title, "body": body}
+    return words
+
+
+def push_recipient(user_id: int) -> push.Recipient:
+    """Read as each push is sent: does the user consent now, and their unread notices."""
+    consents = quota_selectors.ai_settings_get(user_id=user_id).ai_analysis_enabled
+    unread = Notification.objects.filter(user_id=user_id, read_at__isnull=True).count()
+    return push.Recipient(consents=consents, badge=unread)
 
 
 def notification_write_succeeded(*, job: AiRuntimeJob, stored: Stored = None) -> None:

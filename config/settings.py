@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "credentials",
     "quotas",
     "asynch",
+    "delivery",
     "runtime_worker",
     "ops",
     "axes",
@@ -157,6 +158,10 @@ LANGUAGE_CODE = "en-us"
 FORMAT_MODULE_PATH = ["config.formats"]  # the admin's times with their seconds
 TIME_ZONE = "UTC"
 USE_I18N = True
+# The languages a push speaks (delivery: the device's locale picks one); the catalogues
+# are locale/<language>/LC_MESSAGES/django.po, compiled by make run and make test.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -440,6 +445,28 @@ RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 # machines). Above 1, check --deploy warns about what is kept on one machine's disk.
 DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
 
+# --- delivery: the outbox, pushes (docs: Operations, Settings; contract section 11) ---------------
+# The outbox's beat pass: due retries, and new deliveries whose after-commit message was lost.
+DELIVERY_DISPATCH_INTERVAL_SECONDS = env.float("DELIVERY_DISPATCH_INTERVAL_SECONDS", default=5.0)
+DELIVERY_DISPATCH_BATCH_SIZE = env.int("DELIVERY_DISPATCH_BATCH_SIZE", default=500)
+# How long a send task holds its claim of a delivery: longer than any sender's timeout.
+DELIVERY_CLAIM_SECONDS = env.int("DELIVERY_CLAIM_SECONDS", default=120)
+APNS_ENDPOINT = env.str("APNS_ENDPOINT", default="https://api.push.apple.com")
+APNS_KEY_FILE = env.str("APNS_KEY_FILE", default="")  # the team's .p8 signing key
+APNS_KEY_ID = env.str("APNS_KEY_ID", default="")
+APNS_TEAM_ID = env.str("APNS_TEAM_ID", default="")
+APNS_TOPIC = env.str("APNS_TOPIC", default="")  # the app's bundle id
+FCM_ENDPOINT = env.str("FCM_ENDPOINT", default="https://fcm.googleapis.com")
+FCM_SERVICE_ACCOUNT_FILE = env.str("FCM_SERVICE_ACCOUNT_FILE", default="")
+PUSH_CA_FILE = env.str(
+    "PUSH_CA_FILE", default=""
+)  # trusted for APNs, FCM and the token endpoint instead of the system's
+PUSH_TTL_SECONDS = env.int("PUSH_TTL_SECONDS", default=86400)
+PUSH_RETRY_BASE_SECONDS = env.float("PUSH_RETRY_BASE_SECONDS", default=5.0)
+PUSH_MAX_ATTEMPTS = env.int("PUSH_MAX_ATTEMPTS", default=5)
+PUSH_MAX_DEVICES_PER_USER = env.int("PUSH_MAX_DEVICES_PER_USER", default=20)
+PUSH_TIMEOUT_SECONDS = env.float("PUSH_TIMEOUT_SECONDS", default=10.0)
+
 # --- retention (docs: Operations, Retention) --------------------------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
 RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction
@@ -450,6 +477,8 @@ ASYNCH_UNCLAIMED_RETENTION_SECONDS = env.int("ASYNCH_UNCLAIMED_RETENTION_SECONDS
 # Daily counters (users' and the platform's usage, model-asynch statistics, breaker events):
 # a year of figures, and never the day a quota reads.
 AI_COUNTER_RETENTION_DAYS = env.int("AI_COUNTER_RETENTION_DAYS", default=400)
+# Push and webhook deliveries finished this long ago, with their attempts (zero: every finished one).
+DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
 if AI_COUNTER_RETENTION_DAYS < 1:  # a job reserved yesterday still counts its tokens on yesterday
     raise ImproperlyConfigured(f"AI_COUNTER_RETENTION_DAYS={AI_COUNTER_RETENTION_DAYS} must be at least 1 (days).")
 
@@ -473,6 +502,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(seconds=ASYNCH_CLEANER_INTERVAL),
         "options": {"expires": max(5.0, ASYNCH_CLEANER_INTERVAL * 2)},
     },
+    "dispatch-deliveries": {  # the outbox's due retries and lost messages (delivery.services.outbox)
+        "task": "delivery.tasks.dispatch",
+        "schedule": timedelta(seconds=DELIVERY_DISPATCH_INTERVAL_SECONDS),
+        "options": {"expires": DELIVERY_DISPATCH_INTERVAL_SECONDS},
+    },
     "prune-data": {  # retention: a run that has not started by the next one is dropped
         "task": "ops.tasks.prune_data",
         "schedule": timedelta(seconds=RETENTION_INTERVAL_SECONDS),
@@ -487,6 +521,10 @@ LOGGING = logging_config(
     level=env.str("LOG_LEVEL", default="INFO"),
     levels=env.dict("LOG_LEVELS", default={}),  # logger=LEVEL,...: make run quiets the idle loop's lines
 )
+# httpx logs each request's URL at INFO: an APNs URL ends with the device's token, which
+# no log line may carry. Its warnings and errors still show.
+for _quiet in ("httpx", "httpcore"):
+    LOGGING["loggers"].setdefault(_quiet, {"level": "WARNING"})
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")  # set: GET /metrics needs it as a bearer token
 # Counters and histograms: in one Redis hash shared by every process of every machine,
 # flushed from each process's memory every METRICS_FLUSH_SECONDS; with no Redis, in

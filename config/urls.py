@@ -22,6 +22,7 @@ urlpatterns = [
     path("internal/runtime/", include("ai_jobs.api.internal_urls")),
     path("ai/", include("ai_jobs.api.user_urls")),
     path("ai/", include("credentials.api.urls")),
+    path("ai/", include("delivery.api.urls")),
     path("learning/", include("learning.api.urls")),
     path("", include("asynch.api.urls")),  # /model/* and /task/*
     path("", include("ops.urls")),  # /healthz, /readyz, /metrics

@@ -1,6 +1,6 @@
 """What ``make run`` sets up so that the quick start works at once (``dev_bootstrap``):
-an operator, a demo learner with AI analysis on and a knowledge base with knowledge
-points and study records, and a model-asynch admin tenant with a known key and a model
+an operator, a demo learner with AI analysis on, a knowledge base with knowledge
+points and study records and a phone registered for pushes, and a model-asynch admin tenant with a known key and a model
 config pointing at the local stand-in. Each step only creates what is missing, through
 the apps' own services, so ``make run`` can be run again on the same database."""
 
@@ -18,12 +18,16 @@ from ai_jobs import services as jobs
 from asynch import selectors as asynch_selectors
 from asynch import services as asynch
 from asynch.models import AsynchModel, Tenant
+from delivery.services import devices
 from learning import services as learning
 from learning.models import KnowledgeBase
 
 DEMO_TENANT = "demo"
 DEMO_MODEL = "demo-chat"
 DEMO_MODEL_KEY = "Authorization:Bearer sk-standin-demo"  # the stand-in takes any bearer key
+# The demo learner's phone: with no APNs settings, make run's worker logs where each push
+# to it would go (delivery's stand-in), so the quick start shows a job's whole trip.
+DEMO_DEVICE_TOKEN = "de" * 32
 
 # (knowledge point, description, attempts as (correct, score, seconds)): a learner who
 # is sure of the basics and unsure of exceptions, so every job type has something to say.
@@ -65,6 +69,7 @@ def demo_learner_ensure(*, username: str, password: str) -> DemoLearner:
     knowledge_base = KnowledgeBase.objects.filter(user=user).order_by("created_at").first()
     if knowledge_base is None:
         knowledge_base = _demo_knowledge_base(user)
+    devices.device_register(user_id=user.pk, platform="ios", token=DEMO_DEVICE_TOKEN, locale="zh-Hans-CN")
     return DemoLearner(user=user, knowledge_base=knowledge_base)
 
 

@@ -135,6 +135,9 @@ def _seeds(models: set[str]) -> dict[metrics.Metric, list[tuple[str, ...]]]:
         metrics.MODEL_TOKENS: [(mode,) for mode in selectors.API_KEY_MODES],
         metrics.HTTP_REQUESTS: [(api, s) for api in metrics.HTTP_APIS for s in metrics.HTTP_SEEDED_STATUSES],
         metrics.HTTP_DURATION: [(api,) for api in metrics.HTTP_APIS],
+        metrics.PUSHES: [
+            (platform, outcome) for platform in metrics.PUSH_PLATFORMS for outcome in metrics.PUSH_OUTCOMES
+        ],
         metrics.ASYNCH_CALLS: [(name, outcome) for name in sorted(models) for outcome in metrics.ASYNCH_OUTCOMES],
     }
 

@@ -18,6 +18,8 @@ from asynch import selectors as asynch_selectors
 from asynch import services as asynch
 from asynch.models import Tenant
 from config import keyring
+from delivery.models import Device
+from delivery.services import push
 from learning.models import KnowledgeBase, KnowledgePoint, Material, StudyRecord
 from ops import demo, quickstart
 from quotas import selectors as quota_selectors
@@ -75,6 +77,24 @@ def test_it_makes_the_operator_the_demo_learner_and_the_demo_tenant_once(setting
     assert quickstart.render("learner", api="http://127.0.0.1:8123") in second
     assert quickstart.render("model_asynch", api="http://127.0.0.1:8123") in second
     assert "{{" not in second
+
+
+def test_the_demo_learners_phone_is_registered_once_and_its_pushes_go_to_the_stand_in(
+    settings, caplog, django_capture_on_commit_callbacks
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    first = _bootstrap(port=8123)
+    _bootstrap(port=8123)
+    learner = get_user_model().objects.get(username="demo")
+    [phone] = Device.objects.filter(user=learner)
+    assert (phone.platform, phone.locale, phone.enabled) == ("ios", "zh-Hans-CN", True)
+    assert "no APNs settings: the worker logs where each push would go" in first
+    with (
+        caplog.at_level(logging.INFO, logger="delivery.senders.push"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        push.pushes_write(user_id=learner.pk, event_id="ntf_demo", payload={"jobId": "job_demo", "words": {}})
+    assert any("push stand-in" in r.getMessage() and phone.id in r.getMessage() for r in caplog.records)
 
 
 def test_names_passwords_and_key_come_from_the_options_and_no_stand_in_means_no_demo_model():

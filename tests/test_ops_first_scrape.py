@@ -85,6 +85,9 @@ def test_every_family_is_in_the_first_scrape_with_a_zero_for_each_known_label_va
     for mode in API_KEY_MODES:
         assert has(found, "aijobs_model_tokens_total", api_key_mode=mode)
     assert series(found, "aijobs_notifications_failed_total") == {(): 0}
+    for platform in ("ios", "android"):
+        for outcome in ("delivered", "retried", "device_disabled", "failed", "dropped"):
+            assert series(found, "aijobs_pushes_total")[(("outcome", outcome), ("platform", platform))] == 0
     for api in APIS:
         for status in ("200", "500", "503"):
             assert has(found, "aijobs_http_requests_total", api=api, status=status), (api, status)

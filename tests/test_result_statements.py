@@ -1,6 +1,7 @@
 """The runtime's write path in few statements: the result transaction in a bounded
 number of statements per job type, usage, budget and breaker in one of them,
-invocation logs in one, the notice a row of the job's own final transaction.
+invocation logs in one, the notice a row of the job's own final transaction, and its
+pushes one more (one ``INSERT ... SELECT`` over the user's devices, however many).
 Counted with ``CaptureQueriesContext``: these fail when the counts grow. The logs sent with the result (``invocationLogs``) are stored as
 ``invocation-logs`` stores them, in the result's transaction."""
 
@@ -80,7 +81,7 @@ def analysis_output(job_type: str, knowledge_point_id: str, knowledge_base_id: s
 
 
 @pytest.mark.parametrize("job_type", ANALYSES)
-def test_an_analysis_result_is_six_statements_at_most(job_type):
+def test_an_analysis_result_is_seven_statements_at_most(job_type):
     postgres_only()
     knowledge_base = KnowledgeBaseFactory()
     point = KnowledgePointFactory(knowledge_base=knowledge_base)
@@ -90,7 +91,8 @@ def test_an_analysis_result_is_six_statements_at_most(job_type):
     with CaptureQueriesContext(connection) as captured:
         submitted = submit(job, analysis_output(job_type, point.id, knowledge_base.id), attempt)
     sqls = statements(captured)
-    assert len(sqls) <= 6, sqls
+    assert len(sqls) <= 7, sqls
+    assert sum("INSERT INTO delivery " in sql for sql in sqls) == 1  # the notice's pushes
     assert not submitted.duplicate and Notification.objects.filter(job_id=job.id).count() == 1
     # Usage, budget and breaker were one of them, and counted.
     assert UserAiUsage.objects.get(user=job.user).tokens_used == 15
@@ -98,7 +100,7 @@ def test_an_analysis_result_is_six_statements_at_most(job_type):
 
 
 @pytest.mark.parametrize("job_type", ["quiz_generation", "flashcard_generation"])
-def test_a_generation_result_is_nine_statements_at_most(job_type):
+def test_a_generation_result_is_ten_statements_at_most(job_type):
     postgres_only()
     knowledge_base = KnowledgeBaseFactory()
     point = KnowledgePointFactory(knowledge_base=knowledge_base)
@@ -118,7 +120,7 @@ def test_a_generation_result_is_nine_statements_at_most(job_type):
     with CaptureQueriesContext(connection) as captured:
         submit(job, second, attempt)
     sqls = statements(captured)
-    assert len(sqls) <= 9, sqls
+    assert len(sqls) <= 10, sqls
     notice = Notification.objects.get(job_id=job.id)
     assert notice.data == {"published": 1, "duplicates": 1}
 
@@ -166,7 +168,7 @@ def test_the_invocation_logs_are_one_statement():
     assert AiInvocationLog.objects.filter(job=job).count() == 2
 
 
-def test_a_final_failure_and_its_notice_are_two_statements():
+def test_a_final_failure_its_notice_and_its_pushes_are_three_statements():
     postgres_only()
     job = JobFactory(user__username="learner", api_key_mode="user_deepseek_key")
     attempt = held(job)
@@ -175,7 +177,7 @@ def test_a_final_failure_and_its_notice_are_two_statements():
             job_id=job.id, instance_id="runtime-1", attempt_no=attempt, error_code="INVALID_CREDENTIAL",
             error_message="no",
         )  # fmt: skip
-    assert outcome.status == "failed" and len(statements(captured)) == 2, statements(captured)
+    assert outcome.status == "failed" and len(statements(captured)) == 3, statements(captured)
     assert Notification.objects.get(job_id=job.id).data == {"errorCode": "INVALID_CREDENTIAL"}
 
 
@@ -188,7 +190,7 @@ def test_a_platform_model_failure_counts_for_the_breaker_in_one_more_statement()
         services.job_fail(
             job_id=job.id, instance_id="runtime-1", attempt_no=attempt, error_code="MODEL_TIMEOUT", error_message="slow"
         )
-    assert len(statements(captured)) == 3, statements(captured)  # the move, the notice, the breaker's count
+    assert len(statements(captured)) == 4, statements(captured)  # the move, the notice, its pushes, the breaker's count
     assert PlatformCircuitBreaker.objects.get().consecutive_failures == 1
 
 
@@ -291,8 +293,8 @@ def test_a_claim_reads_nothing_but_its_one_statement(runtime: RuntimeClient):
 
 
 def test_a_results_writes_are_plain_statements_in_order():
-    """The job's move, the result, its analysis, the notice, the usage: each its own
-    statement, sent as it runs, so each sees the rows written before it."""
+    """The job's move, the result, its analysis, the notice, its pushes, the usage: each
+    its own statement, sent as it runs, so each sees the rows written before it."""
     postgres_only()
     PlatformCircuitBreaker.objects.create(id=1)
     job = JobFactory(job_type="learning_state_analysis", quota_date=timezone.now().date())
@@ -300,11 +302,12 @@ def test_a_results_writes_are_plain_statements_in_order():
     with CaptureQueriesContext(connection) as captured:
         submit(job, dict(VALID_OUTPUTS["learning_state_analysis"]), attempt)
     sqls = statements(captured)
-    assert [sql.split("(")[0].split(" SET")[0].strip() for sql in sqls[1:4]] == [
+    assert [sql.split("(")[0].split(" SET")[0].strip() for sql in sqls[1:5]] == [
         "INSERT INTO ai_runtime_result",
         "INSERT INTO ai_learning_analysis",
         "INSERT INTO ai_notification",
+        "INSERT INTO delivery",
     ], sqls
-    assert sqls[0].startswith("UPDATE ai_runtime_job") and len(sqls) == 5, sqls
+    assert sqls[0].startswith("UPDATE ai_runtime_job") and len(sqls) == 6, sqls
     assert AiRuntimeResult.objects.filter(job_id=job.id).count() == 1
     assert Notification.objects.filter(job_id=job.id).count() == 1

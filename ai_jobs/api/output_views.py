@@ -18,6 +18,7 @@ from ai_jobs import notifications, selectors
 from ai_jobs.api import output_serializers as s
 from ai_jobs.models import TargetType
 from ai_jobs.outputs import OutputList
+from config.etag import IF_NONE_MATCH, NOT_MODIFIED, conditional
 from quotas.throttles import UserThrottle
 
 FILTERS = [
@@ -71,14 +72,16 @@ class NotificationListView(UserView):
 
     @extend_schema(
         tags=["ai notifications"],
-        responses=s.NotificationSerializer(many=True),
-        parameters=[*FILTERS, IS_READ],
-        description="Notices that the user's jobs finished (succeeded, or failed for good), newest first.",
+        responses={200: s.NotificationSerializer(many=True), 304: NOT_MODIFIED},
+        parameters=[*FILTERS, IS_READ, IF_NONE_MATCH],
+        description="Notices that the user's jobs finished (succeeded, or failed for good), newest first. "
+        "Answered with an ETag: the same request with If-None-Match naming it answers 304 until a notice "
+        "is added, read or removed.",
     )
     def get(self, request: Request) -> Response:
         filters = s.filters_of(s.NotificationFilterSerializer, _query(request))
         page = self.paginate_queryset(notifications.notification_list(user=request.user, **filters))
-        return self.get_paginated_response(s.NotificationSerializer(page, many=True).data)
+        return conditional(request, self.get_paginated_response(s.NotificationSerializer(page, many=True).data))
 
 
 class NotificationReadView(UserView):

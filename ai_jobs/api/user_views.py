@@ -18,6 +18,7 @@ from ai_jobs.api.user_serializers import (
     job_create_parse,
 )
 from config.errors import ErrorCode
+from config.etag import IF_NONE_MATCH, NOT_MODIFIED, conditional
 from config.openapi import raises
 from config.pagination import PAGE_PARAMETERS, ContractCursorPagination, page_of
 from learning import selectors as learning_selectors
@@ -106,10 +107,12 @@ class JobListView(UserView):
 
 @extend_schema(tags=["ai jobs"], responses=UserJobSerializer)
 class JobDetailView(UserView):
+    @extend_schema(responses={200: UserJobSerializer, 304: NOT_MODIFIED}, parameters=[IF_NONE_MATCH])
     @raises(ErrorCode.JOB_NOT_FOUND)
     def get(self, request: Request, job_id: str) -> Response:
         """Read one of the caller's jobs: poll it until `finishedAt` is set."""
-        return Response(render(UserJobSerializer, selectors.user_job(user=request.user, job_id=job_id)))
+        job = selectors.user_job(user=request.user, job_id=job_id)
+        return conditional(request, Response(render(UserJobSerializer, job)))
 
 
 @extend_schema(tags=["ai jobs"], request=None, responses=UserJobSerializer)

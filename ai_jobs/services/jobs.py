@@ -23,6 +23,7 @@ from ai_jobs.models import (
 )
 from config.errors import DomainError, ErrorCode
 from config.sql import insert_rows
+from delivery.services import push
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
 from quotas.models import UserAiSettings
@@ -212,10 +213,11 @@ def job_cancel(*, job_id: str, reason: str = "Cancelled") -> AiRuntimeJob:
 def ai_settings_update(*, user: AbstractBaseUser, by_staff: bool = False, **changes: Any) -> UserAiSettings:
     """Change a user's AI settings (``quotas.services.ai_settings_write``, same
     keywords). Turning AI analysis off withdraws consent: the user's pending jobs are
-    cancelled and their running ones asked to stop, in the same
-    transaction as the setting."""
+    cancelled, their running ones asked to stop and their pushes not yet sent dropped,
+    in the same transaction as the setting."""
     with transaction.atomic():
         ai_settings = quotas.ai_settings_write(user=user, by_staff=by_staff, **changes)
         if changes.get("ai_analysis_enabled") is False:
             jobs_cancel(job_ids=selectors.open_job_ids(user=user), reason="AI analysis was turned off by the user")
+            push.pushes_drop_of_user(user_id=user.pk, reason="AI analysis was turned off by the user")
     return ai_settings

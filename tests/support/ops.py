@@ -35,6 +35,7 @@ DOCUMENTED_METRICS = {
     "aijobs_http_requests": ("counter", {"api", "status"}),
     "aijobs_http_request_duration_seconds": ("histogram", {"api"}),
     "aijobs_notifications_failed": ("counter", set()),
+    "aijobs_pushes": ("counter", {"platform", "outcome"}),
     "asynch_tasks": ("gauge", {"state", "model_name"}),
     "asynch_model_calls": ("counter", {"model_name", "outcome"}),
     "asynch_semaphore_in_use": ("gauge", {"model_name"}),

@@ -46,6 +46,12 @@ class Command(BaseCommand):
             f"knowledge base '{learner.knowledge_base.name}' ({points} knowledge points, {records} study records)",
             f"  Tenant:    '{demo.DEMO_TENANT}' (admin), X-Api-Key {options['tenant_key']}"
             + (f"; model config '{demo.DEMO_MODEL}' calls {standin}" if standin else ""),
+            "  Pushes:    the demo learner's phone (iOS, zh-Hans) is registered; "
+            + (
+                "APNs is configured"
+                if settings.APNS_KEY_FILE
+                else "no APNs settings: the worker logs where each push would go ('push stand-in')"
+            ),
             f"  Database:  {settings.DATABASES['default']['NAME']}",
         ]
         if not any(entry.strip() for entry in settings.CREDENTIAL_ENCRYPTION_KEYS):
