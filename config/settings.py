@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "credentials",
     "quotas",
     "asynch",
+    "delivery",
     "runtime_worker",
     "ops",
     "axes",
@@ -436,6 +437,28 @@ RUNTIME_POLL_INTERVAL_MS = env.int("RUNTIME_POLL_INTERVAL_MS", default=1000)
 # machines). Above 1, check --deploy warns about what is kept on one machine's disk.
 DEPLOYMENT_MACHINES = env.int("DEPLOYMENT_MACHINES", default=1)
 
+# --- delivery: the outbox, pushes (docs: Operations, Settings; contract section 11) ---------------
+# The outbox's beat pass: due retries, and new deliveries whose after-commit message was lost.
+DELIVERY_DISPATCH_INTERVAL_SECONDS = env.float("DELIVERY_DISPATCH_INTERVAL_SECONDS", default=5.0)
+DELIVERY_DISPATCH_BATCH_SIZE = env.int("DELIVERY_DISPATCH_BATCH_SIZE", default=500)
+# How long a send task holds its claim of a delivery: longer than any sender's timeout.
+DELIVERY_CLAIM_SECONDS = env.int("DELIVERY_CLAIM_SECONDS", default=120)
+APNS_ENDPOINT = env.str("APNS_ENDPOINT", default="https://api.push.apple.com")
+APNS_KEY_FILE = env.str("APNS_KEY_FILE", default="")  # the team's .p8 signing key
+APNS_KEY_ID = env.str("APNS_KEY_ID", default="")
+APNS_TEAM_ID = env.str("APNS_TEAM_ID", default="")
+APNS_TOPIC = env.str("APNS_TOPIC", default="")  # the app's bundle id
+FCM_ENDPOINT = env.str("FCM_ENDPOINT", default="https://fcm.googleapis.com")
+FCM_SERVICE_ACCOUNT_FILE = env.str("FCM_SERVICE_ACCOUNT_FILE", default="")
+PUSH_CA_FILE = env.str(
+    "PUSH_CA_FILE", default=""
+)  # trusted for APNs, FCM and the token endpoint instead of the system's
+PUSH_TTL_SECONDS = env.int("PUSH_TTL_SECONDS", default=86400)
+PUSH_RETRY_BASE_SECONDS = env.float("PUSH_RETRY_BASE_SECONDS", default=5.0)
+PUSH_MAX_ATTEMPTS = env.int("PUSH_MAX_ATTEMPTS", default=5)
+PUSH_MAX_DEVICES_PER_USER = env.int("PUSH_MAX_DEVICES_PER_USER", default=20)
+PUSH_TIMEOUT_SECONDS = env.float("PUSH_TIMEOUT_SECONDS", default=10.0)
+
 # --- retention (docs: Operations, Retention) --------------------------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)
 RETENTION_BATCH_SIZE = env.int("RETENTION_BATCH_SIZE", default=1000)  # rows per short transaction
@@ -446,6 +469,8 @@ ASYNCH_UNCLAIMED_RETENTION_SECONDS = env.int("ASYNCH_UNCLAIMED_RETENTION_SECONDS
 # Daily counters (users' and the platform's usage, model-asynch statistics, breaker events):
 # a year of figures, and never the day a quota reads.
 AI_COUNTER_RETENTION_DAYS = env.int("AI_COUNTER_RETENTION_DAYS", default=400)
+# Push and webhook deliveries finished this long ago, with their attempts (0: every finished one).
+DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
 if AI_COUNTER_RETENTION_DAYS < 1:  # a job reserved yesterday still counts its tokens on yesterday
     raise ImproperlyConfigured(f"AI_COUNTER_RETENTION_DAYS={AI_COUNTER_RETENTION_DAYS} must be at least 1 (days).")
 
@@ -468,6 +493,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "asynch.tasks.clean",
         "schedule": timedelta(seconds=ASYNCH_CLEANER_INTERVAL),
         "options": {"expires": max(5.0, ASYNCH_CLEANER_INTERVAL * 2)},
+    },
+    "dispatch-deliveries": {  # the outbox's due retries and lost messages (delivery.services.outbox)
+        "task": "delivery.tasks.dispatch",
+        "schedule": timedelta(seconds=DELIVERY_DISPATCH_INTERVAL_SECONDS),
+        "options": {"expires": DELIVERY_DISPATCH_INTERVAL_SECONDS},
     },
     "prune-data": {  # retention: a run that has not started by the next one is dropped
         "task": "ops.tasks.prune_data",

@@ -1,6 +1,6 @@
 """Retention: every kind of data that is deleted once past its time, in the order a
 run deletes them. Each app declares its own kinds (``ai_jobs.services.retention``,
-``asynch.retention``, ``quotas.retention``, ``accounts.retention``);
+``asynch.retention``, ``delivery.retention``, ``quotas.retention``, ``accounts.retention``);
 ``config.retention`` runs them in bounded batches. Celery beat runs ``data_prune`` every
 ``RETENTION_INTERVAL_SECONDS`` (``ops.tasks.prune_data``); ``python manage.py
 prune_data [--dry-run]`` runs it on demand."""
@@ -17,6 +17,7 @@ from accounts import retention as accounts
 from ai_jobs.services import retention as jobs
 from asynch import retention as asynch
 from config.retention import Progress, Report, Sweep, prune
+from delivery import retention as delivery
 from ops import admin_login
 from quotas import retention as quotas
 
@@ -30,6 +31,7 @@ SWEEPS: list[Sweep] = [
     jobs.NOTIFICATIONS,
     asynch.UNCLAIMED,
     asynch.STATS,
+    delivery.DELIVERIES,
     *quotas.SWEEPS,
     jobs.QUEUE_SAMPLES,
     jobs.RUNTIME_INSTANCES,

@@ -4,7 +4,8 @@ either. Read from the source by grimp, so a new cycle or an upward import fails 
 suite the moment it is written.
 
     config  ←  accounts  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
-    config  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives)
+    config  ←  delivery (the outbox: plain values in, nothing of jobs or tasks)
+    config, delivery  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives, and the outbox)
     ops: what operators watch (metrics, probes, the dashboard), over every app
     runtime_worker: a client; of the server only the output schemas and the error code names
 
@@ -22,12 +23,15 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("accounts", "ai_jobs", "asynch", "config", "credentials", "learning", "ops", "quotas", "runtime_worker")
+PACKAGES = (
+    "accounts", "ai_jobs", "asynch", "config", "credentials", "delivery", "learning", "ops", "quotas", "runtime_worker"
+)  # fmt: skip
 
 # The stack: an app's domain modules import only its own and those of apps below it.
 # accounts (users' public ids) sits on config, below every app that names a user.
-RANK = {"config": 0, "accounts": 1, "learning": 2, "credentials": 2, "quotas": 2, "ai_jobs": 3}
-ASIDE = {"asynch"}  # beside ai_jobs: its own modules and config only
+# delivery (the outbox) sits on config alone: it knows no user, job or task, only plain values.
+RANK = {"config": 0, "accounts": 1, "delivery": 1, "learning": 2, "credentials": 2, "quotas": 2, "ai_jobs": 3}
+ASIDE = {"asynch"}  # beside ai_jobs: its own modules, config and delivery (the outbox) only
 CLIENT = "runtime_worker"
 CLIENT_SHARES = {"ai_jobs.output_schemas", "config.errors"}
 # Entry points nothing else imports: the APIs, the admin, commands, Celery tasks, app configs.
@@ -58,7 +62,7 @@ def allowed(importer: str, imported: str) -> bool:
     if source == CLIENT or target == CLIENT:
         return source == target or (source == CLIENT and imported in CLIENT_SHARES)
     if source in ASIDE or target in ASIDE:
-        return source == target or target == "config"
+        return source == target or target == "config" or (target == "delivery" and not _is_interface(imported))
     if source == target:
         return _is_interface(importer) or not _is_interface(imported)
     if _is_interface(importer):

@@ -43,6 +43,7 @@ from ai_jobs.services import retention as jobs
 from asynch.models import AsynchTask, TaskState
 from asynch.storage import DjangoResultStorage, ResultFile
 from config.retention import sweep_run
+from delivery.models import Delivery, DeliveryAttempt
 from ops import retention
 from ops.tasks import prune_data
 from tests.support.asynch_fixtures import tenant_client
@@ -156,6 +157,7 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     for model in (AccessLog, AccessFailureLog):
         model.objects.filter(username=first.user.username).update(attempt_time=now - dt.timedelta(days=91))
     counters_aged(days=[0, 402, 403], now=now)  # daily counters: two of each past their 400 days
+    old_deliveries = deliveries_aged(now=now)
 
     dry = prune("--dry-run")
     assert all(dry.values()), dry  # something of every kind is due
@@ -166,7 +168,10 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert (dry["adminLoginAttempts"], dry["adminLoginLogs"], dry["adminLoginFailures"]) == (2, 1, 1)  # 2: its expiry
     assert dry["expiredTokens"] == 2  # the outstanding token and its blacklist row; the second learner's stay
     assert [dry[kind] for kind in ("userUsage", "platformUsage", "asynchStats", "breakerEvents")] == [2, 2, 2, 2]
+    assert dry["deliveries"] == 2 + 1  # two finished past their 30 days, and the attempt of one
     assert prune("--dry-run") == dict.fromkeys(dry, 0)
+    assert not Delivery.objects.filter(id__in=old_deliveries).exists()
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"pending", "delivered"}  # open, or recent
 
     storage = storages[django_settings.ASYNCH_STORAGE_ALIAS]
     assert not any(storage.exists(task.oss_file) for task in old_tasks)  # the files went with their tasks
@@ -176,6 +181,31 @@ def test_a_dry_run_counts_exactly_what_the_real_run_then_deletes(runtime, django
     assert "alive" in instances and "gone" not in instances
     for model in (AccessAttempt, AccessLog, AccessFailureLog):
         assert set(model.objects.values_list("username", flat=True)) == {second.user.username}
+
+
+def deliveries_aged(*, now: dt.datetime) -> list[str]:
+    """Two deliveries finished 31 days ago (delivered, dropped), one delivered now and one
+    still pending since then: what DELIVERY_RETENTION_DAYS (30) deletes and keeps."""
+    made = []
+    for n, (status, finished_days) in enumerate(
+        [("delivered", 31), ("dropped", 31), ("delivered", 0), ("pending", None)]
+    ):
+        delivery = Delivery.objects.create(
+            kind="push", event_id=f"ntf_retention_{n}", receiver_id="dev_retention", owner_id="0",
+            status=status, created_at=now - dt.timedelta(days=40),
+            finished_at=None if finished_days is None else now - dt.timedelta(days=finished_days),
+        )  # fmt: skip
+        made.append(delivery.id)
+    DeliveryAttempt.objects.create(delivery_id=made[0], number=1, started_at=now, outcome="delivered")
+    return made[:2]
+
+
+def test_every_finished_delivery_goes_when_delivery_retention_days_is_0(settings):
+    now = timezone.now()
+    deliveries_aged(now=now)
+    settings.DELIVERY_RETENTION_DAYS = 0
+    assert retention.data_prune(now=now).kinds["deliveries"] == {"delivery.Delivery": 3, "delivery.DeliveryAttempt": 1}
+    assert list(Delivery.objects.values_list("status", flat=True)) == ["pending"]
 
 
 def test_the_same_per_table_counts_from_the_service(runtime, django_capture_on_commit_callbacks):

@@ -1,0 +1,2 @@
+"""Every write of delivery: the outbox engine (``outbox``), devices (``devices``) and
+pushes (``push``)."""
