@@ -69,3 +69,12 @@ UPDATE delivery
  WHERE receiver_id = %(receiver_id)s AND kind = %(kind)s AND status = 'pending'
 RETURNING channel
 """
+
+# A delivery sent again (an operator's or its owner's replay), with its own event id:
+# a finished one is pending again and due now; a pending one is due now; one being
+# sent this moment is left to that try.
+RESEND = """
+UPDATE delivery
+   SET status = 'pending', next_attempt_at = %(now)s, finished_at = NULL, claimed_until = NULL
+ WHERE id = %(id)s AND status <> 'sending'
+"""

@@ -127,6 +127,7 @@ def _seeds(models: set[str]) -> dict[metrics.Metric, list[tuple[str, ...]]]:
         metrics.HTTP_REQUESTS: [(api, s) for api in metrics.HTTP_APIS for s in metrics.HTTP_SEEDED_STATUSES],
         metrics.HTTP_DURATION: [(api,) for api in metrics.HTTP_APIS],
         metrics.ASYNCH_CALLS: [(name, outcome) for name in sorted(models) for outcome in metrics.ASYNCH_OUTCOMES],
+        metrics.WEBHOOK_DELIVERIES: [(outcome,) for outcome in metrics.WEBHOOK_OUTCOMES],
     }
 
 

@@ -33,7 +33,8 @@ The engine's whole API, for a new kind of delivery (the webhooks build on it so)
    ``expires_at``, it is failed). ``deliveries_dispatch`` (beat, every
    ``DELIVERY_DISPATCH_INTERVAL_SECONDS``) enqueues the due ones and takes back claims
    whose task died (``DELIVERY_CLAIM_SECONDS``). ``deliveries_drop_of_owner`` /
-   ``deliveries_drop_of_receiver`` drop what is not sent yet.
+   ``deliveries_drop_of_receiver`` drop what is not sent yet; ``delivery_resend``
+   sends one again (a replay), with its own event id.
 
 Statuses: pending, sending, then delivered, failed or dropped (``DeliveryStatus``).
 A new row is due ``DELIVERY_DISPATCH_INTERVAL_SECONDS`` after it is written: its
@@ -355,6 +356,19 @@ def _counted_drops(kind: str, rows: list[tuple[Any, ...]]) -> list[Delivery]:
         for delivery in dropped:
             sender.count(delivery, "dropped")
     return dropped
+
+
+# --- sent again ------------------------------------------------------------------------------------------
+
+
+def delivery_resend(*, delivery_id: str) -> bool:
+    """Send a delivery again with its own event id (a replay): a finished one is pending
+    again, due at once, and its send task is enqueued after commit; its tries go on
+    counting. False when it is being sent this moment (that try stands)."""
+    if execute(queries.RESEND, {"id": delivery_id, "now": timezone.now()}) != 1:
+        return False
+    deliveries_enqueue([delivery_id])
+    return True
 
 
 # --- the dispatcher ------------------------------------------------------------------------------------
