@@ -197,6 +197,7 @@ SPECTACULAR_SETTINGS = {
         "JobTypeEnum": "ai_jobs.job_types.choices",
         "JobStatusEnum": "ai_jobs.models.JobStatus",
         "TargetTypeEnum": "ai_jobs.models.TargetType.values",
+        "WebhookEventEnum": "delivery.models.WebhookEvent.values",
     },
 }
 
