@@ -13,6 +13,8 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -30,6 +32,8 @@ from tests.support.asynch_fixtures import (
     run_queue,
     tenant_client,
 )
+from tests.support.factories import UserFactory
+from tests.support.ops import Scrape
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -397,3 +401,69 @@ def test_get_task_result_with_its_etag_answers_304_until_the_task_moves(biz, mod
     )
     biz.post("/task/getTaskBatch", {"taskIds": [task_id]})  # 2 -> 4
     assert biz.client.get("/task/getTaskResult", {"taskId": task_id}, HTTP_IF_NONE_MATCH=tag).status_code == 200
+
+
+def _counted(outcome: str) -> float:
+    response = Client().get("/metrics")
+    assert response.status_code == 200
+    return Scrape.parse(response.content.decode()).value("asynch_webhook_deliveries_total", outcome=outcome)
+
+
+def test_every_try_is_counted_by_its_outcome(biz, receiver, model_server, settings):
+    settings.WEBHOOK_RETRY_SCHEDULE = "0s"
+    before = {outcome: _counted(outcome) for outcome in ("delivered", "retried", "failed")}
+    receiver.behaviour = lambda call, index: (200 if index == 2 else 500, {}, 0.0)
+    create_endpoint(biz, receiver.url)
+    create_endpoint(biz, receiver.url + "/second")
+    finished_task(biz, model_server)
+    assert send_all() == ["pending", "pending"]  # both answered 500, a try left: retried
+    assert sorted(send_all()) == ["delivered", "failed"]  # one 200; one 500 with no try left
+    after = {outcome: _counted(outcome) - before[outcome] for outcome in before}
+    assert after == {"delivered": 1, "retried": 2, "failed": 1}
+
+
+# --- the admin ------------------------------------------------------------------------------------------
+
+
+def test_the_replay_action_needs_its_own_permission(biz, receiver, model_server):
+    create_endpoint(biz, receiver.url)
+    finished_task(biz, model_server)
+    send_all()
+    delivery = Delivery.objects.get()
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_delivery", "change_delivery"]))
+    client = Client()
+    client.force_login(viewer)
+    page = client.get("/admin/delivery/delivery/")
+    assert page.status_code == 200 and delivery.id in page.content.decode() and "replay" not in page.content.decode()
+    form = {"action": "replay", "_selected_action": [delivery.id]}
+    assert client.post("/admin/delivery/delivery/", form).status_code == 403
+    viewer.user_permissions.add(Permission.objects.get(codename="replay_delivery"))
+    client.force_login(viewer)
+    assert "replay" in client.get("/admin/delivery/delivery/").content.decode()
+    assert client.post("/admin/delivery/delivery/", form).status_code == 302
+    assert send_all() == ["delivered"]
+    assert [call.headers["webhook-id"] for call in receiver.calls] == [delivery.event_id] * 2
+
+
+def test_the_admin_lists_endpoints_and_never_shows_a_secret(biz, receiver):
+    created = create_endpoint(biz, receiver.url)
+    operator = Client()
+    operator.force_login(UserFactory(is_staff=True, is_superuser=True))
+    for url in ("/admin/delivery/webhookendpoint/", f"/admin/delivery/webhookendpoint/{created['endpointId']}/change/"):
+        page = operator.get(url)
+        assert page.status_code == 200 and created["endpointId"] in page.content.decode()
+        assert created["secret"].removeprefix("whsec_") not in page.content.decode()
+        assert WebhookEndpoint.objects.get().secret_encrypted not in page.content.decode()
+
+
+def test_a_webhook_secret_moves_to_the_newest_key_with_rotate_encryption_keys(biz, receiver, settings):
+    old_key, new_key = (base64.b64encode(bytes([n]) * 32).decode() for n in (1, 2))
+    settings.CREDENTIAL_ENCRYPTION_KEYS = [f"old:{old_key}"]
+    secret = create_endpoint(biz, receiver.url)["secret"]
+    assert WebhookEndpoint.objects.get().secret_encrypted.startswith("v1:old:")
+    settings.CREDENTIAL_ENCRYPTION_KEYS = [f"new:{new_key}", f"old:{old_key}"]
+    column = next(c for c in keyring.registered_columns() if c.name == "webhook endpoints' secrets")
+    assert keyring.rotate(column).rotated == 1
+    stored = WebhookEndpoint.objects.get().secret_encrypted
+    assert stored.startswith("v1:new:") and keyring.open_text(stored, context=webhooks.SECRET_CONTEXT) == secret
