@@ -8,9 +8,12 @@ Also ``getTaskResult``'s ETag (section 11.4)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -257,14 +260,37 @@ def test_a_receiver_answering_500_twice_then_200_gets_the_same_webhook_id_three_
     assert listed[0]["eventId"] == receiver.calls[0].headers["webhook-id"] and listed[0]["nextAttemptAt"] is None
 
 
-def test_a_3xx_is_a_failure_never_followed_and_the_schedule_ends_in_failed(biz, receiver, model_server, settings):
+@contextlib.contextmanager
+def redirecting_to(location: str) -> Iterator[str]:
+    """A receiver on 127.0.0.1 that answers every post with ``302`` and ``Location``."""
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_3xx_is_a_failure_never_followed_and_the_schedule_ends_in_failed(biz, model_server, settings):
     settings.WEBHOOK_RETRY_SCHEDULE = "0s"
-    with local_server() as elsewhere:
-        receiver.behaviour = lambda call, index: (302, {}, 0.0)
-        create_endpoint(biz, receiver.url)
+    with local_server() as elsewhere, redirecting_to(elsewhere.url + "/caught") as redirector:
+        create_endpoint(biz, redirector)
         finished_task(biz, model_server)
         assert [send_all()[0] for _ in range(2)] == ["pending", "failed"]
-        assert elsewhere.calls == []
+        assert elsewhere.calls == []  # the Location was never followed
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("failed", 2, 302)
     listed = biz.get("/webhook/listDeliveries", {"status": "failed"}).json()["results"]
