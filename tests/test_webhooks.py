@@ -17,10 +17,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from asynch import events, services, worker
 from asynch.models import AsynchTask, TaskState
 from config import keyring
 from delivery.models import Delivery, DeliveryAttempt, WebhookEndpoint
@@ -188,8 +191,6 @@ def test_another_tenants_key_sees_none_of_the_endpoints_or_deliveries(biz, recei
 
 
 def test_webhook_paths_need_a_tenant_key(receiver):
-    from rest_framework.test import APIClient
-
     assert answer(APIClient().get("/webhook/listEndpoints")) == ("UNAUTHORIZED", 401)
 
 
@@ -393,10 +394,6 @@ def test_a_delivered_try_forgets_an_endpoints_failures(biz, receiver, model_serv
 
 
 def test_a_rolled_back_finish_writes_no_delivery(biz, receiver, model_server):
-    from django.db import transaction
-
-    from asynch import events
-
     create_endpoint(biz, receiver.url)
     task_id = finished_task(biz, model_server)
     Delivery.objects.all().delete()
@@ -493,3 +490,17 @@ def test_a_webhook_secret_moves_to_the_newest_key_with_rotate_encryption_keys(bi
     assert keyring.rotate(column).rotated == 1
     stored = WebhookEndpoint.objects.get().secret_encrypted
     assert stored.startswith("v1:new:") and keyring.open_text(stored, context=webhooks.SECRET_CONTEXT) == secret
+
+
+def test_a_task_the_cleaner_fails_as_stuck_with_no_retry_left_is_told_as_failed(biz, receiver, model_server):
+    secret = create_endpoint(biz, receiver.url)["secret"]
+    make_model("stuck", base_url=model_server.url, retry_times=0)
+    task_id = biz.create_task("stuck").json()["taskId"]
+    claimed = worker.tasks_claim(calls=worker.model_calls(), limit=5, worker_id="dead-worker")
+    assert [item.task.id for item in claimed] == [task_id]  # claimed, then its worker died
+    AsynchTask.objects.filter(id=task_id).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
+    assert services.tasks_clean(by_hand=True)["failedStuck"] == 1
+    assert send_all() == ["delivered"]
+    body = verified(secret, receiver.calls[0])
+    assert body["type"] == "task.failed" and body["data"]["taskId"] == task_id
+    assert body["data"]["errorMessage"] == AsynchTask.objects.get(id=task_id).error_message
