@@ -7,6 +7,7 @@ are written with the finish or not at all, and sent after it commits."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 from urllib.parse import urljoin
 
@@ -16,6 +17,8 @@ from asynch.models import AsynchModel, AsynchTask, TaskState
 from asynch.storage import get_storage
 from delivery.models import WebhookEvent
 from delivery.services.webhooks import webhooks_write
+
+logger = logging.getLogger(__name__)
 
 _FIELDS = ("id", "tenant_id", "model_name", "state", "biz_name", "creator", "retry_count", "finished_at",
            "oss_file", "error_message")  # fmt: skip
@@ -32,6 +35,18 @@ def _absolute(url: str) -> str:
         return url
     base = settings.ASYNCH_PUBLIC_BASE_URL or f"http://{next(iter(settings.ALLOWED_HOSTS), 'localhost')}"
     return urljoin(base.rstrip("/") + "/", url.lstrip("/"))
+
+
+def _result_link(ref: str | None, *, task_id: str) -> str | None:
+    """The result's link, or None when storage cannot make one now: the task's success
+    is never given up for its webhook (getTaskResult makes the link again)."""
+    if not ref:
+        return None
+    try:
+        return _absolute(get_storage().url(ref))
+    except Exception:
+        logger.warning("asynch: no result link for the webhook of task %s", task_id, exc_info=True)
+        return None
 
 
 def retries_left(task: AsynchTask | dict[str, Any]) -> bool:
@@ -62,7 +77,7 @@ def task_finished(*, task_id: str, now: dt.datetime) -> list[str]:
         "finishedAt": _iso(row["finished_at"]),
     }
     if succeeded:
-        data["ossFile"] = _absolute(get_storage().url(row["oss_file"])) if row["oss_file"] else None
+        data["ossFile"] = _result_link(row["oss_file"], task_id=row["id"])
     else:
         data["errorMessage"] = row["error_message"]
     event = WebhookEvent.TASK_SUCCEEDED if succeeded else WebhookEvent.TASK_FAILED
