@@ -13,9 +13,10 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.timezone import localtime
 
-from asynch import egress, services
+from asynch import services
 from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, Tenant, TenantApiKey
+from config import outbound
 from config.admin_actions import permission_check
 from config.errors import DomainError
 
@@ -45,7 +46,7 @@ class ModelConfigForm(forms.ModelForm):
 
     def clean_base_url(self) -> str:
         value = self.cleaned_data.get("base_url", "")
-        problem = egress.base_url_problem(value)
+        problem = outbound.problem(value, services.MODEL_HOSTS)
         if problem:
             raise forms.ValidationError(problem)
         return value
@@ -54,7 +55,7 @@ class ModelConfigForm(forms.ModelForm):
         """A change form whose base URL names a new scheme, host or port."""
         base_url = self.cleaned_data.get("base_url")
         before = self.initial.get("base_url")
-        return bool(self.instance.pk and base_url and before) and egress.origin(base_url) != egress.origin(before)
+        return bool(self.instance.pk and base_url and before) and outbound.origin(base_url) != outbound.origin(before)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

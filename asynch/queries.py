@@ -116,7 +116,7 @@ WHERE state = 0 AND priority = 1 AND id = ANY(ARRAY(
 # renewing its lease; tasks queued before ``queued_before``; running tasks started
 # before ``started_before``, but for those of the models in ``long_names``, stuck only
 # once started before their own moment (``long_started_before[i]``): a live call is
-# never failed before its model's timeout.
+# never failed before its model's timeout. The ids failed, for their webhooks.
 FAIL_STUCK = """UPDATE asynch_task SET state = 3, finished_at = %(now)s, lease_until = NULL, updated_at = %(now)s,
     error_message = CASE WHEN state = 0 THEN 'Timed out waiting in the queue'
         WHEN lease_until < %(now)s THEN 'The worker running the task stopped (its lease lapsed)'
@@ -132,7 +132,8 @@ WHERE id = ANY(ARRAY(
             WHERE l.model_name = t.model_name AND t.started_at < l.started_before
         ))
     ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-))"""
+))
+RETURNING id"""
 
 # PostgreSQL's alone. Tasks still in one of ``states`` deleted, with any answer kept for
 # them: (id, stored file) of each.

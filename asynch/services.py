@@ -22,12 +22,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from asynch import crypto, egress, queries, selectors, transitions
+from asynch import crypto, queries, selectors, transitions
 from asynch.cleaner import tasks_clean as tasks_clean  # the cleaner's run, with the other writes
 from asynch.headers import parse_api_key
 from asynch.kick import worker_kick
 from asynch.models import AsynchModel, AsynchTask, TaskState, Tenant, TenantApiKey
 from asynch.storage import get_storage
+from config import outbound
 from config.days import platform_day
 from config.errors import DomainError, ErrorCode
 from config.ids import new_id
@@ -63,9 +64,13 @@ def _refused_config(problems: dict[str, list[str]]) -> DomainError:
     )
 
 
+# The setting that lists the model hosts allowed past the address rules.
+MODEL_HOSTS = "ASYNCH_ALLOWED_MODEL_HOSTS"
+
+
 def base_url_check(base_url: str) -> None:
-    """Refuse a ``baseUrl`` the worker would not call (``asynch.egress``'s rules)."""
-    problem = egress.base_url_problem(base_url)
+    """Refuse a ``baseUrl`` the worker would not call (``config.outbound``'s rules)."""
+    problem = outbound.problem(base_url, MODEL_HOSTS)
     if problem:
         raise _refused_config({"baseUrl": [problem]})
 
@@ -115,7 +120,7 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
             current = AsynchModel.objects.select_for_update().filter(model_name=model_name).only("base_url").first()
             if current is None:
                 raise _not_found(model_name)
-            if egress.origin(fields["base_url"]) != egress.origin(current.base_url):
+            if outbound.origin(fields["base_url"]) != outbound.origin(current.base_url):
                 raise _refused_config({"apiKey": [KEY_STAYS]})
         if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
             raise _not_found(model_name)

@@ -27,7 +27,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Value, When
 
-from asynch import queries
+from asynch import events, queries
 from asynch.models import AsynchTask, AsynchTaskAnswer
 from config.days import platform_day
 from config.sql import execute, fetch, from_row
@@ -144,7 +144,16 @@ def extend_leases(*, task_ids: Sequence[str], worker_id: str, lease_until: dt.da
 
 def succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, now: dt.datetime) -> bool:
     """1 → 2 by the holder of this attempt; the forwarded headers are dropped, used,
-    and the kept answer with them (its file is stored)."""
+    and the kept answer with them (its file is stored). The tenant's webhooks are
+    written in the same transaction (``asynch.events``)."""
+    with transaction.atomic():
+        moved = _succeed(task_id=task_id, attempt_no=attempt_no, oss_file=oss_file, http_status=http_status, now=now)
+        if moved:
+            events.task_finished(task_id=task_id, now=now)
+    return moved
+
+
+def _succeed(*, task_id: str, attempt_no: int, oss_file: str, http_status: int, now: dt.datetime) -> bool:
     if _postgresql():
         params = {
             "task_id": task_id,
@@ -192,7 +201,8 @@ def kept_answer(*, task_id: str) -> AsynchTaskAnswer | None:
 
 
 def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int | None, now: dt.datetime) -> bool:
-    """1 → 3 by the holder of this attempt."""
+    """1 → 3 by the holder of this attempt; a failure with no retry left writes the
+    tenant's webhooks in the same transaction (``asynch.events``)."""
     params = {
         "task_id": task_id,
         "attempt_no": attempt_no,
@@ -200,7 +210,11 @@ def fail(*, task_id: str, attempt_no: int, error_message: str, http_status: int 
         "http_status": http_status,
         "now": now,
     }
-    return execute(queries.FAIL, params) == 1
+    with transaction.atomic():
+        moved = execute(queries.FAIL, params) == 1
+        if moved:
+            events.task_finished(task_id=task_id, now=now)
+    return moved
 
 
 def release(*, task_ids: Sequence[str], worker_id: str, now: dt.datetime) -> int:
@@ -255,7 +269,8 @@ def fail_stuck(
     its lease; tasks that sat in 0 past ``ASYNCH_TASK_TIMEOUT_SECONDS``; running tasks
     past it too, but for those of the models in ``long_running`` (whose
     ``timeoutSeconds`` is longer), stuck only past their own moment: a live call is
-    never failed before its model's timeout. The number failed."""
+    never failed before its model's timeout. The number failed; those with no retry
+    left write their webhooks (``asynch.events``) in the caller's transaction."""
     long_running = long_running or {}
     if _postgresql():
         params = {
@@ -266,7 +281,10 @@ def fail_stuck(
             "long_started_before": list(long_running.values()),
             "limit": limit,
         }
-        return execute(queries.FAIL_STUCK, params)
+        failed = [row[0] for row in fetch(queries.FAIL_STUCK, params)]
+        for task_id in failed:  # in the caller's transaction (the cleaner's batch)
+            events.task_finished(task_id=task_id, now=now)
+        return len(failed)
     stuck = reduce(
         or_,
         (Q(state=1, model_name=name, started_at__lt=before) for name, before in long_running.items()),
@@ -280,9 +298,12 @@ def fail_stuck(
         When(lease_until__lt=now, then=Value("The worker running the task stopped (its lease lapsed)")),
         default=Value("Timed out while running"),
     )
-    return AsynchTask.objects.filter(stuck, id__in=ids).update(
+    failed = AsynchTask.objects.filter(stuck, id__in=ids).update(
         state=3, finished_at=now, lease_until=None, updated_at=now, error_message=why
     )
+    for task_id in ids:  # in the caller's transaction, which holds SQLite's write lock
+        events.task_finished(task_id=task_id, now=now)
+    return failed
 
 
 def retryable_ids(*, model_name: str, retry_times: int, limit: int) -> list[str]:

@@ -205,6 +205,7 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "ai_jobs.models.JobStatus",
         "TargetTypeEnum": "ai_jobs.models.TargetType.values",
         "TaskStateEnum": "asynch.models.TaskState",
+        "WebhookEventEnum": "delivery.models.WebhookEvent.values",
     },
 }
 
@@ -466,6 +467,17 @@ PUSH_RETRY_BASE_SECONDS = env.float("PUSH_RETRY_BASE_SECONDS", default=5.0)
 PUSH_MAX_ATTEMPTS = env.int("PUSH_MAX_ATTEMPTS", default=5)
 PUSH_MAX_DEVICES_PER_USER = env.int("PUSH_MAX_DEVICES_PER_USER", default=20)
 PUSH_TIMEOUT_SECONDS = env.float("PUSH_TIMEOUT_SECONDS", default=10.0)
+# Webhooks of model-asynch (contract section 11.3). Hosts (names or addresses) an
+# endpoint's url may name although they are not https:// or resolve to a loopback,
+# link-local or private address. Empty: only public https:// hosts.
+WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+# Tried once, then once after each interval, then failed (the Standard Webhooks schedule).
+WEBHOOK_RETRY_SCHEDULE = env.str("WEBHOOK_RETRY_SCHEDULE", default="5s,5m,30m,2h,5h,10h,10h")
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=15.0)
+# After rotateSecret the old secret signs beside the new one this long.
+WEBHOOK_SECRET_OVERLAP_SECONDS = env.int("WEBHOOK_SECRET_OVERLAP_SECONDS", default=86400)
+# An endpoint whose every try failed this long is disabled.
+WEBHOOK_DISABLE_AFTER_DAYS = env.float("WEBHOOK_DISABLE_AFTER_DAYS", default=5.0)
 
 # --- retention (docs: Operations, Retention) --------------------------------------------------
 RETENTION_INTERVAL_SECONDS = env.int("RETENTION_INTERVAL_SECONDS", default=3600)

@@ -1,17 +1,21 @@
-"""The outbox in Django admin: learners' devices (the token shown by its last
-characters only) and every delivery with its attempts, read-only. Deleting a device
-goes through the service: its unsent pushes are dropped with it."""
+"""The outbox in Django admin: learners' devices (the token shown by its last characters
+only), webhook endpoints, and every delivery with its tries, read-only. Deleting a device
+goes through the service: its unsent pushes are dropped with it. A webhook delivery is
+sent again (with its own event id) by the replay action, which needs its own permission,
+``delivery.replay_delivery``. Secrets are never shown."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from delivery.models import Delivery, DeliveryAttempt, Device
-from delivery.services import devices
+from config.admin_actions import permission_check
+from delivery.models import Delivery, DeliveryAttempt, Device, WebhookEndpoint
+from delivery.services import devices, webhooks
 
 
 @admin.register(Device)
@@ -48,6 +52,25 @@ class DeviceAdmin(admin.ModelAdmin):
             devices.device_delete(user_id=user_id, device_id=device_id)
 
 
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    list_display = ["id", "owner_id", "url", "enabled", "disabled_reason", "failing_since", "created_at"]
+    list_filter = ["enabled"]
+    search_fields = ["id", "owner_id", "url", "description"]
+    ordering = ["-created_at"]
+    fields = ["id", "owner_id", "url", "events", "description", "enabled", "disabled_reason", "failing_since",
+              "previous_secret_until", "created_at", "updated_at"]  # fmt: skip
+    readonly_fields = [f for f in fields if f not in ("description", "enabled")]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a tenant creates its own, and is shown the secret once
+
+    def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form: forms.ModelForm, change: bool) -> None:
+        webhooks.endpoint_update(
+            owner_id=obj.owner_id, endpoint_id=obj.id, description=obj.description, enabled=obj.enabled
+        )
+
+
 class AttemptInline(admin.TabularInline):
     model = DeliveryAttempt
     fields = ["number", "started_at", "duration_ms", "status_code", "outcome", "error"]
@@ -68,7 +91,7 @@ class DeliveryAdmin(admin.ModelAdmin):
     notice's pushes (a notice's page links here)."""
 
     list_display = [
-        "id", "kind", "channel", "event_id", "receiver_id", "status", "attempts", "last_status_code",
+        "id", "kind", "channel", "owner_id", "event_id", "receiver_id", "status", "attempts", "last_status_code",
         "next_attempt_at", "created_at", "finished_at",
     ]  # fmt: skip
     list_filter = ["kind", "status", "channel"]
@@ -76,6 +99,8 @@ class DeliveryAdmin(admin.ModelAdmin):
     ordering = ["-created_at", "-id"]
     show_full_result_count = False
     inlines = [AttemptInline]
+    actions = ["replay"]
+    has_replay_permission = permission_check("delivery.replay_delivery")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Delivery | None = None) -> list[str]:
         return [field.name for field in Delivery._meta.fields]
@@ -88,3 +113,8 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Delivery | None = None) -> bool:
         return False
+
+    @admin.action(description="Send selected webhook deliveries again (same webhook-id)", permissions=["replay"])
+    def replay(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        count = webhooks.webhooks_replay(delivery_ids=list(queryset.values_list("id", flat=True)))
+        self.message_user(request, f"{count} webhook delivery(ies) sent again; others are pushes or being sent.")

@@ -7,5 +7,21 @@ class DeliveryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The push senders register themselves with the outbox (``outbox.sender_register``).
+        # The senders register themselves with the outbox (``outbox.sender_register``);
+        # webhook secrets take part in every key rotation.
+        from config import keyring
+        from delivery.models import WebhookEndpoint
         from delivery.senders import push as _push  # noqa: F401
+        from delivery.services import outbox, webhooks
+
+        outbox.sender_register(webhooks.SENDER)
+        for name, field in (
+            ("webhook endpoints' secrets", "secret_encrypted"),
+            ("webhook endpoints' previous secrets", "previous_secret_encrypted"),
+        ):
+            keyring.register_column(
+                keyring.TextColumn(
+                    name=name, noun="webhook endpoint", model=WebhookEndpoint, field=field,
+                    context=webhooks.SECRET_CONTEXT,
+                )
+            )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The outbox's tables, and learners' devices.
+"""The outbox's tables, learners' devices and tenants' webhook endpoints.
 
 ``Delivery`` is one message to one receiver about one event, whatever its kind (a push
 to a device, a webhook to an endpoint); ``DeliveryAttempt`` is one try of it.
@@ -58,6 +58,7 @@ class Delivery(models.Model):
         db_table = "delivery"
         verbose_name_plural = "deliveries"
         ordering = ["-created_at", "-id"]
+        permissions = [("replay_delivery", "Can send a finished delivery again")]
         constraints = [
             models.UniqueConstraint(fields=["kind", "event_id", "receiver_id"], name="delivery_once_per_receiver")
         ]
@@ -69,6 +70,8 @@ class Delivery(models.Model):
             models.Index(fields=["receiver_id", "-created_at"], name="delivery_receiver"),
             models.Index(fields=["event_id"], name="delivery_event"),
             models.Index(fields=["finished_at"], name="delivery_finished"),  # retention's sweep
+            # A tenant's webhook deliveries, newest first (listDeliveries).
+            models.Index(fields=["owner_id", "kind", "-created_at", "-id"], name="delivery_owner_recent"),
         ]
 
     def __str__(self) -> str:
@@ -129,3 +132,39 @@ class Device(models.Model):
     @property
     def token_suffix(self) -> str:
         return self.token[-6:]
+
+
+class WebhookEvent(models.TextChoices):
+    TASK_SUCCEEDED = "task.succeeded"
+    TASK_FAILED = "task.failed"
+
+
+class WebhookEndpoint(models.Model):
+    """Where a tenant hears of its tasks (contract section 11.3). The owner is a plain
+    value (the tenant's id): this app knows no tenant. The signing secret is kept
+    sealed with the platform's keyring; during a rotation the previous one signs too
+    until ``previous_secret_until``."""
+
+    id = _prefixed_id("ep")
+    owner_id = models.CharField(max_length=64, help_text="The tenant it belongs to")
+    url = models.CharField(max_length=2048)
+    events = models.JSONField(default=list, help_text="task.succeeded, task.failed")
+    description = models.CharField(max_length=500, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=200, blank=True, default="")
+    secret_encrypted = models.TextField(editable=False)
+    previous_secret_encrypted = models.TextField(blank=True, default="", editable=False)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="Its first failed try since its last delivered one"
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "delivery_webhook_endpoint"
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["owner_id", "created_at", "id"], name="delivery_endpoint_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.url}"

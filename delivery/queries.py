@@ -70,10 +70,11 @@ UPDATE delivery
 RETURNING channel
 """
 
-# A finished delivery sent again (a webhook's replay): pending and due now, its event id
-# and its attempts kept. One being sent this moment is left to finish.
+# A delivery sent again (an operator's or its owner's replay), with its own event id:
+# a finished one is pending again and due now; a pending one is due now; one being
+# sent this moment is left to that try.
 RESEND = """
 UPDATE delivery
-   SET status = 'pending', next_attempt_at = %(now)s, finished_at = NULL, expires_at = %(expires_at)s
- WHERE id = %(id)s AND status IN ('delivered', 'failed', 'dropped')
+   SET status = 'pending', next_attempt_at = %(now)s, finished_at = NULL, claimed_until = NULL
+ WHERE id = %(id)s AND status <> 'sending'
 """

@@ -139,6 +139,7 @@ def _seeds(models: set[str]) -> dict[metrics.Metric, list[tuple[str, ...]]]:
             (platform, outcome) for platform in metrics.PUSH_PLATFORMS for outcome in metrics.PUSH_OUTCOMES
         ],
         metrics.ASYNCH_CALLS: [(name, outcome) for name in sorted(models) for outcome in metrics.ASYNCH_OUTCOMES],
+        metrics.WEBHOOK_DELIVERIES: [(outcome,) for outcome in metrics.WEBHOOK_OUTCOMES],
     }
 
 

@@ -129,6 +129,8 @@ def test_every_app_with_an_encrypted_column_registers_it():
         "users' model keys": "credential",
         "model configs' apiKey headers": "model config",
         "tasks' forwarded headers": "task",
+        "webhook endpoints' secrets": "webhook endpoint",
+        "webhook endpoints' previous secrets": "webhook endpoint",
     }
 
 

@@ -66,7 +66,7 @@ def _client(world: World, path: str) -> APIClient:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.runtime_token}", HTTP_X_RUNTIME_INSTANCE_ID=RUNTIME_ID)
     elif path.startswith(("/ai/", "/learning/")):
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.learner_token}")
-    elif path.startswith(("/model/", "/task/")):
+    elif path.startswith(("/model/", "/task/", "/webhook/")):
         client.credentials(HTTP_X_API_KEY=world.tenant_key)
     return client
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.http import HttpRequest
 from drf_spectacular.plumbing import build_choice_field
@@ -15,6 +14,7 @@ from asynch.headers import HeaderSyntaxError, mask_api_key, parse_api_key
 from asynch.models import AsynchModel, AsynchModelStat, AsynchTask, TaskState
 from asynch.services import model_api_key
 from asynch.storage import get_storage
+from config import outbound
 from config.parsers import unstorable_text
 
 INT_MAX = 2**31 - 1
@@ -40,9 +40,10 @@ class FlagField(serializers.Field):
 
 
 def _check_base_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in value):
-        raise serializers.ValidationError("An http:// or https:// URL.")
+    try:
+        outbound.read(value)  # the one reading of a URL; the address rules are the service's
+    except outbound.OutboundRefused as refused:
+        raise serializers.ValidationError(str(refused)) from None
     return value
 
 
@@ -56,7 +57,9 @@ def _check_api_key(value: str) -> str:
 
 class ModelConfigInSerializer(serializers.Serializer):
     modelName = serializers.RegexField(r"^[\w.:/@+-]{1,128}$", max_length=128, source="model_name")
-    baseUrl = serializers.CharField(max_length=512, source="base_url", validators=[_check_base_url])
+    baseUrl = serializers.CharField(
+        max_length=512, source="base_url", trim_whitespace=False, validators=[_check_base_url]
+    )
     route = serializers.CharField(max_length=512, allow_blank=True, default="", trim_whitespace=True)
     httpMethod = serializers.CharField(max_length=8, source="http_method", default="POST")
     apiKey = serializers.CharField(

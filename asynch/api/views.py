@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.http import FileResponse
@@ -226,11 +228,13 @@ class TaskCreateView(TaskView):
 @extend_schema(
     tags=["model-asynch"],
     parameters=[OpenApiParameter("taskId", str, required=True)],
-    responses=s.TaskResultSerializer,
+    responses={200: s.TaskResultSerializer, 304: None},
 )
 class TaskResultView(TaskView):
     """Read one of the tenant's tasks by `taskId`: its state and, once it succeeded, `ossFile`,
-    the signed URL of the stored answer."""
+    the signed URL of the stored answer. Answers with a strong
+    ``ETag``; a request whose ``If-None-Match`` names the current one gets ``304 Not Modified``
+    with no body."""
 
     error_codes = (ErrorCode.NOT_FOUND,)
 
@@ -239,7 +243,25 @@ class TaskResultView(TaskView):
         task = selectors.task_get(tenant=tenant_of(request), task_id=task_id)
         if task is None:
             raise DomainError(ErrorCode.NOT_FOUND, f"Task {task_id} not found")
-        return Response(s.TaskResultSerializer(task, context={"request": request}).data)
+        tag = task_etag(task)
+        named = if_none_match(request)
+        if tag in named or "*" in named:
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
+        return Response(s.TaskResultSerializer(task, context={"request": request}).data, headers={"ETag": tag})
+
+
+def task_etag(task: Any) -> str:
+    """A strong tag of what ``getTaskResult`` says of the task: its state and fields,
+    with the stored file's name rather than its link (a fresh signature each time)."""
+    fields = (task.id, task.state, task.oss_file, task.error_message, task.retry_count, task.created_at.isoformat(),
+              task.finished_at.isoformat() if task.finished_at else "")  # fmt: skip
+    return '"' + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32] + '"'
+
+
+def if_none_match(request: Request) -> set[str]:
+    """The tags an ``If-None-Match`` names (weak ones compared by their value)."""
+    header = request.headers.get("If-None-Match", "")
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
 
 
 @extend_schema(tags=["model-asynch"], request=s.TaskBatchInSerializer, responses=s.BatchOutSerializer)

@@ -1,8 +1,8 @@
 """Calling one model service for one claimed task, and storing what it answers.
 The payload is sent as JSON (GET: as query parameters), with the config's headers
 and ``timeoutSeconds``; the semaphore slot is released as soon as the answer is in.
-Every connection is checked against the ``baseUrl`` rules (``asynch.egress``) as it is
-opened, and redirects are never followed: a ``3xx`` is a failed call, so the key headers
+Every request is read and every connection checked against the ``baseUrl`` rules
+(``config.outbound``, under ``ASYNCH_ALLOWED_MODEL_HOSTS``) as it is opened, and redirects are never followed: a ``3xx`` is a failed call, so the key headers
 go to the configured host and nowhere else.
 
 An answer in hand is never thrown away for our own bookkeeping (DESIGN rule 8): a slot
@@ -27,12 +27,13 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from asynch import crypto, egress, selectors, transitions
+from asynch import crypto, selectors, transitions
 from asynch.headers import parse_api_key
 from asynch.models import AsynchModel, AsynchTask
 from asynch.semaphore import get_semaphore
-from asynch.services import model_api_key, stat_count_call
+from asynch.services import MODEL_HOSTS, model_api_key, stat_count_call
 from asynch.storage import ResultFile, StorageError, get_storage
+from config import outbound
 from config.errors import OUTAGE_ERRORS
 from config.observability.context import bound
 from config.observability.logging import Throttled
@@ -96,7 +97,7 @@ def model_calls() -> dict[str, ModelCall]:
 def _session() -> requests.Session:
     session = getattr(_local, "session", None)
     if session is None:
-        session = _local.session = egress.model_session()
+        session = _local.session = outbound.session(MODEL_HOSTS)
     return session
 
 
@@ -215,7 +216,7 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     try:
         response = _session().request(call.http_method, call.url, allow_redirects=False, **request)
         outcome = "ok" if response.status_code < 300 else "error"
-    except egress.EgressRefused as error:
+    except outbound.OutboundRefused as error:
         # Nothing was sent: the call is taken back from the statistics (real calls only).
         logger.warning(
             "asynch: task %s not sent to model %s at %s: %s",

@@ -85,9 +85,10 @@ HTTP_DURATION = Metric(
 NOTIFICATIONS_FAILED = Metric("aijobs_notifications_failed_total", "Job-complete notices that could not be written")
 PUSHES = Metric("aijobs_pushes_total", "Pushes to learners' devices, by try", ("platform", "outcome"))
 ASYNCH_CALLS = Metric("asynch_model_calls_total", "Real model calls of model-asynch", ("model_name", "outcome"))
+WEBHOOK_DELIVERIES = Metric("asynch_webhook_deliveries_total", "Webhook tries by what came of them", ("outcome",))
 
 RECORDED: tuple[Metric, ...] = (JOBS_FINISHED, MODEL_TOKENS, HTTP_REQUESTS, HTTP_DURATION, NOTIFICATIONS_FAILED,
-                                PUSHES, ASYNCH_CALLS)  # fmt: skip
+                                PUSHES, ASYNCH_CALLS, WEBHOOK_DELIVERIES)  # fmt: skip
 
 # Label values known before anything happens, each given a 0 sample from the first scrape
 # (``with_zeros``): a rate over a series that does not exist yet sees nothing, and the
@@ -99,6 +100,7 @@ HTTP_SEEDED_STATUSES = ("200", "500", "503")
 ASYNCH_OUTCOMES = ("ok", "error", "timeout")
 PUSH_PLATFORMS = ("ios", "android")
 PUSH_OUTCOMES = ("delivered", "retried", "device_disabled", "failed", "dropped")
+WEBHOOK_OUTCOMES = ("delivered", "retried", "failed")
 
 
 class Store(Protocol):

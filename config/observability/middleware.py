@@ -29,6 +29,7 @@ _API_OF = {
     "learning": "user",
     "model": "asynch",
     "task": "asynch",
+    "webhook": "asynch",
     "auth": "auth",
     "admin": "admin",
 }

@@ -35,7 +35,7 @@ The engine's whole API, for a new kind of delivery (the webhooks build on it so)
    ``DELIVERY_DISPATCH_INTERVAL_SECONDS``) enqueues the due ones and takes back claims
    whose task died (``DELIVERY_CLAIM_SECONDS``). ``deliveries_drop_of_owner`` /
    ``deliveries_drop_of_receiver`` drop what is not sent yet; ``delivery_resend``
-   sends a finished one again with the same event id (a replay).
+   sends one again (a replay) with its own event id.
 
 A sender reads what it needs from the row: ``payload`` (what the caller handed
 over), ``receiver_id`` and ``owner_id`` (plain ids it resolves itself, e.g. a device
@@ -312,14 +312,17 @@ def _counted_drops(kind: str, rows: list[tuple[Any, ...]]) -> list[Delivery]:
     return dropped
 
 
-def delivery_resend(*, delivery_id: str, expires_at: dt.datetime | None = None) -> bool:
-    """Send a finished delivery again (a webhook's replay), with the same event id, after
-    the caller's transaction commits; its schedule starts over from its next try. ``False``
-    when it is not finished (pending or being sent: it goes anyway) or does not exist."""
-    changed = execute(queries.RESEND, {"id": delivery_id, "now": timezone.now(), "expires_at": expires_at})
-    if changed:
-        deliveries_enqueue([delivery_id])
-    return changed == 1
+# --- sent again ------------------------------------------------------------------------------------------
+
+
+def delivery_resend(*, delivery_id: str) -> bool:
+    """Send a delivery again with its own event id (a replay): a finished one is pending
+    again, due at once, and its send task is enqueued after commit; its tries go on
+    counting. False when it is being sent this moment (that try stands)."""
+    if execute(queries.RESEND, {"id": delivery_id, "now": timezone.now()}) != 1:
+        return False
+    deliveries_enqueue([delivery_id])
+    return True
 
 
 # --- the dispatcher ------------------------------------------------------------------------------------

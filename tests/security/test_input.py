@@ -64,7 +64,7 @@ def _as_caller(world: World, method: str, template: str) -> tuple[str, dict[str,
         return path, {"Authorization": f"Bearer {world.runtime_token}", "X-Runtime-Instance-Id": RUNTIME_ID}
     if path.startswith(("/ai/", "/learning/")) or path == "/auth/password":  # a password change is the learner's
         return path, {"Authorization": f"Bearer {world.learner_token}"}
-    if path.startswith(("/model/", "/task/")):
+    if path.startswith(("/model/", "/task/", "/webhook/")):
         return path, {"X-Api-Key": world.tenant_key}
     return path, {}  # the rest of /auth/*: anyone, unauthenticated
 

@@ -5,6 +5,7 @@ queue's order, and the semaphore seen from outside (one slot taken by hand)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -107,17 +108,26 @@ def _handler_for(model_server: ModelServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture(name="model_server")
-def model_server_fixture() -> Iterator[ModelServer]:
+@contextlib.contextmanager
+def local_server() -> Iterator[ModelServer]:
+    """A recording server on 127.0.0.1 (a model service, a webhook receiver)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     server.daemon_threads = True
     model_server = ModelServer(server=server)
     server.RequestHandlerClass = _handler_for(model_server)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    yield model_server
-    server.shutdown()
-    server.server_close()
+    try:
+        yield model_server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(name="model_server")
+def model_server_fixture() -> Iterator[ModelServer]:
+    with local_server() as model_server:
+        yield model_server
 
 
 @dataclass

@@ -89,3 +89,12 @@ def kick(times: int = 1) -> None:
         for _ in range(times):
             app.send_task("asynch.tasks.work", connection=conn)
     app.close()
+
+
+def dispatch_deliveries() -> None:
+    """What beat sends every ``DELIVERY_DISPATCH_INTERVAL_SECONDS``: the outbox's due
+    retries, sent by whichever worker takes the message."""
+    app = Celery("delivery-test")
+    with app.connection_for_write(settings.REDIS_URL) as conn:
+        app.send_task("delivery.tasks.dispatch", connection=conn)
+    app.close()
