@@ -156,7 +156,20 @@ FIELDS: dict[str, str] = {
     "state": "The task's state: 0 queued, 1 running, 2 succeeded, 3 failed, 4 picked up.",
     "ossFile": "The signed, expiring URL of the stored result; null until it succeeded.",
     "requestCount": "How many tasks were created.",
-    "deleted": "Whether a model config was deleted.",
+    "deleted": "Whether it was deleted.",
+    # webhooks
+    "endpointId": "The webhook endpoint's opaque id (`ep_…`).",
+    "deliveryId": "The delivery's opaque id: one event sent to one endpoint.",
+    "eventId": "The event's id: the `webhook-id` header, the same on every try and every endpoint.",
+    "eventType": "The event: `task.succeeded` or `task.failed`.",
+    "events": "The events the endpoint takes: a subset of `task.succeeded` and `task.failed` (default both).",
+    "url": "Where the platform posts the events: `https://`, or a host listed in WEBHOOK_ALLOWED_HOSTS; "
+    "never a private, loopback or link-local address otherwise.",
+    "attempts": "How many tries were made.",
+    "lastStatusCode": "The HTTP status of the last try; null when it got none (refused, timed out, unreachable).",
+    "lastError": "What went wrong on the last try (`refused: …`, `HTTP 500`); names no address.",
+    "nextAttemptAt": "When the next try is due (ISO 8601, UTC); null when no try is left.",
+    "deliveredAt": "When a receiver accepted it with a 2xx (ISO 8601, UTC); null until then.",
     # envelopes
     "results": "This page's items.",
     "next": "The cursor of the next page (`?cursor=`), null on the last.",
@@ -173,6 +186,13 @@ BY_COMPONENT: dict[tuple[str, str], str] = {
     ("Readiness", "status"): "`ok` when every backing service answers, else `unavailable`.",
     ("ResultOut", "status"): "The job's status after the result (`succeeded`).",
     ("Lock", "status"): "The job's status after the lock (`locked`).",
+    ("Delivery", "status"): "pending (tries left), delivered (a 2xx came back) or failed (no try left).",
+    ("Endpoint", "enabled"): "Whether events are sent to it; an endpoint that failed every delivery for "
+    "WEBHOOK_DISABLE_AFTER_DAYS is turned off.",
+    ("EndpointCreated", "enabled"): "Whether events are sent to it (a new endpoint is on).",
+    ("EndpointUpdateInRequest", "enabled"): "true turns a disabled endpoint back on; false stops sending to it.",
+    ("Endpoint", "description"): "The tenant's note about the endpoint.",
+    ("EndpointCreated", "description"): "The tenant's note about the endpoint.",
     ("Recommendation", "priority"): "How soon to do it, 1 first.",
     ("Recommendation", "description"): "What to do, in a sentence or two.",
     ("InvocationLogRequest", "startedAt"): "When the call started (ISO 8601, UTC).",
@@ -219,6 +239,9 @@ COMPONENTS: dict[str, str] = {
 
 # The parameters of a path, a query or a header that say nothing of themselves, by name.
 PARAMETERS: dict[str, str] = {
+    "device_id": "The device's id (`dev_…`).",
+    "endpointId": "Only the deliveries to this endpoint.",
+    "status": "Only the deliveries in this status: pending, delivered or failed.",
     "job_id": "The job's id (`job_…`).",
     "credential_id": "The id of one of the caller's model credentials.",
     "notification_id": "The id of one of the caller's notices.",

@@ -175,6 +175,8 @@ class _EndpointPages(ContractCursorPagination):
 
 @extend_schema(tags=TAGS, parameters=PAGE_PARAMETERS, responses=page_of(EndpointSerializer))
 class EndpointListView(WebhookView):
+    """The tenant's webhook endpoints, oldest first, paginated; never their secrets."""
+
     error_codes = ()
 
     def get(self, request: Request) -> Response:
@@ -185,6 +187,10 @@ class EndpointListView(WebhookView):
 
 @extend_schema(tags=TAGS, request=EndpointUpdateInSerializer, responses=EndpointSerializer)
 class EndpointUpdateView(WebhookView):
+    """Change one of the tenant's endpoints: only the fields sent change. A new `url` is
+    checked by the outbound rules as at creation; `enabled: true` turns a disabled endpoint
+    back on and forgets its failures. Another tenant's `endpointId` answers as a missing one."""
+
     def post(self, request: Request) -> Response:
         data = _valid(EndpointUpdateInSerializer, request.data)
         endpoint = webhooks.endpoint_update(
@@ -200,6 +206,9 @@ class EndpointUpdateView(WebhookView):
 
 @extend_schema(tags=TAGS, request=EndpointIdSerializer, responses=EndpointDeletedSerializer)
 class EndpointDeleteView(WebhookView):
+    """Delete one of the tenant's endpoints; what was not yet sent to it is dropped.
+    Another tenant's `endpointId` answers as a missing one."""
+
     def post(self, request: Request) -> Response:
         endpoint_id = _valid(EndpointIdSerializer, request.data)["endpointId"]
         webhooks.endpoint_delete(owner_id=self.owner(request), endpoint_id=endpoint_id)
