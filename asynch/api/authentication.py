@@ -22,6 +22,8 @@ API_KEY_HEADER = "X-Api-Key"
 # Django's permission to change model configs: what a staff user needs in admin to do
 # what the model configuration endpoints do.
 CHANGE_MODELS_PERMISSION = "asynch.change_asynchmodel"
+# And to view the statistics of every tenant, as the admin's statistics page does.
+VIEW_STATS_PERMISSION = "asynch.view_asynchmodelstat"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,21 @@ class IsTenantOrStaff(BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         return isinstance(user, TenantPrincipal) or bool(user is not None and user.is_authenticated and user.is_staff)
+
+
+class IsTenantOrStatsViewer(BasePermission):
+    """A tenant's key, or the JWT of a staff user who may view every tenant's
+    statistics in Django admin: a staff flag alone is refused."""
+
+    message = "Statistics need a tenant's key, or the JWT of a staff user who may view model statistics."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if isinstance(user, TenantPrincipal):
+            return True
+        return bool(
+            user is not None and user.is_authenticated and user.is_staff and user.has_perm(VIEW_STATS_PERMISSION)
+        )
 
 
 class TenantApiKeyScheme(OpenApiAuthenticationExtension):
