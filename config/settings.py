@@ -305,7 +305,12 @@ SIMPLE_JWT = {
 # turns it on); /auth/* is throttled per client IP and per username, registration also
 # per client IP on its own.
 ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=False)
+# Per pair of username and client IP; per client IP alone, AUTH_ADDRESS_THROTTLE_RATE (contract section 2).
 AUTH_THROTTLE_RATE = env.str("AUTH_THROTTLE_RATE", default="10/min")
+AUTH_ADDRESS_THROTTLE_RATE = env.str("AUTH_ADDRESS_THROTTLE_RATE", default="60/min")
+# Wrong runtime tokens and X-Api-Keys per client IP (config.auth_failures); the credential test per user.
+AUTH_FAILURE_THROTTLE_RATE = env.str("AUTH_FAILURE_THROTTLE_RATE", default="30/min")
+CREDENTIAL_TEST_THROTTLE_RATE = env.str("CREDENTIAL_TEST_THROTTLE_RATE", default="10/hour")
 REGISTRATION_THROTTLE_RATE = env.str("REGISTRATION_THROTTLE_RATE", default="20/hour")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

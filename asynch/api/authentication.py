@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from asynch import services
 from asynch.models import Tenant
+from config import auth_failures
 
 API_KEY_HEADER = "X-Api-Key"
 # Django's permission to change model configs: what a staff user needs in admin to do
@@ -41,10 +42,12 @@ class TenantApiKeyAuthentication(BaseAuthentication):
         key = request.headers.get(API_KEY_HEADER, "").strip()
         if not key:
             return None
+        auth_failures.refuse_if_blocked(request)  # a guesser's address, the right key included
         digest = services.hash_api_key(key)
         found = services.tenant_key_find(key_hash=digest)
         # The lookup is by hash; comparing again, constant-time, leaves no timing to learn a key from.
         if found is None or not hmac.compare_digest(found.key_hash, digest):
+            auth_failures.failed(request)
             raise exceptions.AuthenticationFailed("Invalid API key")
         return TenantPrincipal(tenant=found.tenant), found.id
 
