@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.admin_sessions.OperatorSessionMiddleware",  # idle and longest admin sessions
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.middleware.PagesCSPMiddleware",  # the admin's pages and the API docs (config/middleware.py)
@@ -512,6 +513,10 @@ SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+# Operator sessions (config/admin_sessions.py): idle minutes, and hours after the login at most.
+ADMIN_SESSION_IDLE_MINUTES = env.int("ADMIN_SESSION_IDLE_MINUTES", default=60)
+ADMIN_SESSION_MAX_HOURS = env.int("ADMIN_SESSION_MAX_HOURS", default=12)
+SESSION_COOKIE_AGE = ADMIN_SESSION_MAX_HOURS * 3600  # the cookie lasts no longer than the session may
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
 if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
