@@ -503,8 +503,9 @@ if not METRICS_REDIS_URL:
 # A runtime instance's "last seen" is written at most this often per web process.
 RUNTIME_SEEN_WRITE_SECONDS = env.float("RUNTIME_SEEN_WRITE_SECONDS", default=5.0)
 READINESS_TIMEOUT_SECONDS = env.float("READINESS_TIMEOUT_SECONDS", default=2.0)
-# Probes and scrapes often come over plain HTTP from inside the network.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# Probes often come over plain HTTP from inside the network; a scrape carries a bearer
+# token (METRICS_TOKEN), so /metrics is redirected to https like every other path.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 # HTTPS hardening: off for the embedded setup on plain http://127.0.0.1, on in production
 # (docs/operations/production.md). ``check --deploy`` is clean with them set.
