@@ -93,7 +93,9 @@ def test_the_runtime_lock_is_the_server_locks_versions_and_holds_no_server_packa
 def test_the_lock_tool_is_installed_from_its_hashed_file():
     makefile = (ROOT / "Makefile").read_text()
     installs = [line for line in makefile.splitlines() if "pip install" in line and "-lock" in line]
-    assert installs == ["\t@$(VENV)-lock/bin/pip install -qq --disable-pip-version-check --require-hashes -r requirements-lock.txt"]
+    assert installs == [
+        "\t@$(VENV)-lock/bin/pip install -qq --disable-pip-version-check --require-hashes -r requirements-lock.txt"
+    ]
     assert "pip-tools" in _lock("requirements-lock.txt")
 
 
