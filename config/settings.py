@@ -428,6 +428,8 @@ ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default
 # https:// or resolve to a loopback, link-local or private address: model services on
 # the platform's own network. Empty: only public https:// hosts.
 ASYNCH_ALLOWED_MODEL_HOSTS = env.list("ASYNCH_ALLOWED_MODEL_HOSTS", default=[])
+# A model answer larger than this is a failed call, read as a stream and never stored whole.
+ASYNCH_MAX_ANSWER_BYTES = env.int("ASYNCH_MAX_ANSWER_BYTES", default=16 * 1024 * 1024)
 
 # --- the reference runtime --------------------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
