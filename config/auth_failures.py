@@ -26,16 +26,16 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from config.rates import parse_rate
+
 logger = logging.getLogger(__name__)
 
-_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400}
 _memory = LocMemCache("config-auth-failures", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
 _warned = threading.Event()
 
 
 def _rate() -> tuple[int, int]:
-    count, _, period = str(settings.AUTH_FAILURE_THROTTLE_RATE).partition("/")
-    return int(count), _PERIODS[period.strip().lower()]
+    return parse_rate(str(settings.AUTH_FAILURE_THROTTLE_RATE))
 
 
 @cache

@@ -29,26 +29,8 @@ from rest_framework.views import APIView
 
 from accounts.usernames import username_key
 from config import sql
+from config.rates import parse_rate as parse_rate
 from quotas import queries
-
-_PERIODS = {
-    "s": 1,
-    "sec": 1,
-    "second": 1,
-    "m": 60,
-    "min": 60,
-    "minute": 60,
-    "h": 3600,
-    "hour": 3600,
-    "d": 86400,
-    "day": 86400,
-}
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"300/min"`` → (300, 60)."""
-    count, _, period = rate.partition("/")
-    return int(count), _PERIODS[period.strip().lower()]
 
 
 def clock() -> float:
