@@ -36,14 +36,20 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@$(BIN)/pip install -qq --disable-pip-version-check --require-hashes -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-# The lock: requirements.in and requirements-dev.in name what the project uses directly;
-# pip-compile pins everything they pull in, each with its hashes.
-PIP_TOOLS ?= pip-tools==7.6.2
+# The lock: requirements.in and requirements-dev.in name what the project uses directly,
+# runtime_worker/requirements.in what the reference runtime (a program of its own) uses;
+# pip-compile pins everything they pull in, each with its hashes. pip-compile itself is
+# installed from its own hash-pinned file (requirements-lock.txt).
+LOCK_STAMP := $(VENV)-lock/.installed-$(shell sha1sum requirements-lock.txt | cut -c1-12)
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
-lock:
-	@test -x $(VENV)-lock/bin/pip-compile || { $(PYTHON) -m venv $(VENV)-lock && $(VENV)-lock/bin/pip install -qq "$(PIP_TOOLS)"; }
+$(LOCK_STAMP): requirements-lock.txt
+	@test -x $(VENV)-lock/bin/python || $(PYTHON) -m venv $(VENV)-lock
+	@$(VENV)-lock/bin/pip install -qq --disable-pip-version-check --require-hashes -r requirements-lock.txt
+	@rm -f $(VENV)-lock/.installed-* && touch $(LOCK_STAMP)
+lock: $(LOCK_STAMP)
 	$(VENV)-lock/bin/pip-compile $(LOCK_FLAGS) -o requirements.txt requirements.in
 	$(VENV)-lock/bin/pip-compile $(LOCK_FLAGS) -o requirements-dev.txt requirements-dev.in
+	$(VENV)-lock/bin/pip-compile $(LOCK_FLAGS) -o runtime_worker/requirements.txt runtime_worker/requirements.in
 
 venv: $(STAMP)
 

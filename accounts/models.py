@@ -37,6 +37,10 @@ class Account(models.Model):
     # Tokens carry it in their digest (accounts.tokens): a user made active again gets a
     # new one, so tokens issued before a deactivation stay dead after it.
     token_generation = models.PositiveIntegerField(default=0, db_default=0, editable=False)
+    # The refresh-token families of this user that a replayed refresh token ended
+    # (accounts.services): "family:until" words, each kept while a token of its family
+    # could still be valid. Read with the user on every request, so the check costs no statement.
+    revoked_families = models.TextField(default="", db_default="", blank=True, editable=False)
 
     class Meta:
         db_table = "accounts_account"

@@ -3,6 +3,7 @@ user API's sessions (refresh rotation, logout, a password change)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,11 +15,12 @@ from django.db.models import F
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
+from rest_framework_simplejwt.tokens import UntypedToken
 from rest_framework_simplejwt.utils import datetime_from_epoch
 
 from accounts.models import Account
 from accounts.selectors import user_with_account, username_taken
-from accounts.tokens import RefreshToken, token_is_current, token_pair
+from accounts.tokens import FAMILY_CLAIM, RefreshToken, revoked_families, token_is_current, token_pair
 from accounts.usernames import username_key, username_normalize
 from config.errors import DomainError, ErrorCode
 
@@ -137,13 +139,57 @@ def _unauthorized(message: str) -> DomainError:
     return DomainError(ErrorCode.UNAUTHORIZED, message)
 
 
+# How many ended families an account lists; past it, every token of the user ends
+# (a new token generation), which bounds the row whatever a thief replays.
+MAX_REVOKED_FAMILIES = 50
+
+
+def family_revoke(*, user_id: int, family: str) -> None:
+    """End a refresh-token family: every token that names it is refused from now on
+    (``accounts.tokens``). Kept as long as a token of it could be valid: a refresh
+    token issued now lives ``REFRESH_TOKEN_LIFETIME``. A conditional update on the
+    list as read, again if another revocation changed it meanwhile."""
+    now = time.time()
+    until = now + api_settings.REFRESH_TOKEN_LIFETIME.total_seconds()
+    for _ in range(10):
+        current = Account.objects.filter(user_id=user_id).values_list("revoked_families", flat=True).first()
+        if current is None:
+            return
+        families = revoked_families(current, now)
+        families[family] = until
+        if len(families) > MAX_REVOKED_FAMILIES:
+            changes: dict[str, Any] = {"revoked_families": "", "token_generation": F("token_generation") + 1}
+        else:
+            changes = {"revoked_families": " ".join(f"{name}:{int(end) + 1}" for name, end in families.items())}
+        if Account.objects.filter(user_id=user_id, revoked_families=current).update(**changes) == 1:
+            return
+    Account.objects.filter(user_id=user_id).update(token_generation=F("token_generation") + 1)
+
+
+def _replayed(raw: str) -> None:
+    """A refresh token refused by simplejwt: if it is ours, unexpired and used up
+    already (rotated, or logged out), it is a replay, and its family ends."""
+    try:
+        token = UntypedToken(raw)  # signature and expiry, not the blacklist
+    except TokenError:
+        return
+    family, jti = token.get(FAMILY_CLAIM), token.get(api_settings.JTI_CLAIM)
+    if token.get(api_settings.TOKEN_TYPE_CLAIM) != "refresh" or not isinstance(family, str) or not jti:
+        return
+    if BlacklistedToken.objects.filter(token__jti=jti).exists():
+        user = user_with_account(str(token.get(api_settings.USER_ID_CLAIM, "")))
+        if user is not None:
+            family_revoke(user_id=user.pk, family=family)
+
+
 def _live_refresh(raw: str) -> tuple[RefreshToken, AbstractBaseUser]:
     """The refresh token ``raw`` and its user, if it is still good: signed by us,
     unexpired, never used up, and issued to a user who still exists, is active and
-    has the password it was issued under."""
+    has the password it was issued under. One used up already ends its family."""
     try:
         token = RefreshToken(raw)  # signature, expiry, type and the blacklist
     except TokenError as error:
+        _replayed(raw)
         raise _unauthorized(f"The refresh token is not valid: {error}") from None
     user = user_with_account(str(token.get(api_settings.USER_ID_CLAIM, "")))
     if user is None or not user.is_active or not token_is_current(token, user):
@@ -153,8 +199,8 @@ def _live_refresh(raw: str) -> tuple[RefreshToken, AbstractBaseUser]:
 
 def _use_up(token: RefreshToken, user: AbstractBaseUser) -> None:
     """Blacklist ``token``. Two requests with one token both get here; the blacklist's
-    unique row lets exactly one of them through. The row keeps the token's id and
-    expiry, never the token."""
+    unique row lets exactly one of them through (the other is a replay: its family
+    ends). The row keeps the token's id and expiry, never the token."""
     outstanding, _ = OutstandingToken.objects.get_or_create(
         jti=token[api_settings.JTI_CLAIM],
         defaults={
@@ -171,20 +217,32 @@ def _use_up(token: RefreshToken, user: AbstractBaseUser) -> None:
         raise _unauthorized("The refresh token is not valid: Token is blacklisted") from None
 
 
+def _used_up_or_replayed(token: RefreshToken, user: AbstractBaseUser) -> None:
+    try:
+        with transaction.atomic():
+            _use_up(token, user)
+    except DomainError:
+        # Lost the race to another use of the same token: a replay (outside the
+        # transaction that failed, so the revocation stays).
+        family = token.get(FAMILY_CLAIM)
+        if isinstance(family, str):
+            family_revoke(user_id=user.pk, family=family)
+        raise
+
+
 def session_refresh(*, refresh: str) -> dict[str, str]:
-    """``POST /auth/token/refresh``: a new access token and a new refresh token; the
-    one given is used up."""
+    """``POST /auth/token/refresh``: a new access token and a new refresh token of the
+    same family; the one given is used up."""
     token, user = _live_refresh(refresh)
-    with transaction.atomic():
-        _use_up(token, user)
-    return token_pair(user)
+    _used_up_or_replayed(token, user)
+    family = token.get(FAMILY_CLAIM)
+    return token_pair(user, family if isinstance(family, str) else None)
 
 
 def session_logout(*, refresh: str) -> None:
     """``POST /auth/logout``: the refresh token is used up, for good."""
     token, user = _live_refresh(refresh)
-    with transaction.atomic():
-        _use_up(token, user)
+    _used_up_or_replayed(token, user)
 
 
 def account_password_change(*, user: AbstractBaseUser, old_password: str, new_password: str) -> None:

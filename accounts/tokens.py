@@ -6,11 +6,19 @@ admin), ends every token issued before, and so does a deactivation: while the us
 inactive no token is taken, and making them active again starts a new generation.
 
 Issuing a token writes nothing: a refresh token gets its row in simplejwt's blacklist
-tables (``accounts.services``) only when it is used up, by a refresh or a logout."""
+tables (``accounts.services``) only when it is used up, by a refresh or a logout.
+
+Every token also names its family (``fam``): a login starts one, and each refresh
+token rotated from it, with the access tokens issued beside, carries it on. A refresh
+token presented again after it was rotated ends its whole family (refresh token reuse
+detection): the account lists the family as revoked, and every token that names it is
+refused, checked on the account row each request reads anyway."""
 
 from __future__ import annotations
 
 import hmac
+import secrets
+import time
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils.crypto import salted_hmac
@@ -20,6 +28,7 @@ from rest_framework_simplejwt.settings import api_settings
 from accounts.selectors import account_of, public_id_of
 
 AUTH_HASH_CLAIM = "pwh"
+FAMILY_CLAIM = "fam"
 _AUTH_HASH_SALT = "accounts.tokens.auth_hash"
 
 # The digest of each (user, password hash) this process has computed: every
@@ -45,25 +54,48 @@ def token_auth_hash(user: AbstractBaseUser) -> str:
     return value
 
 
+def revoked_families(revoked: str, now: float) -> dict[str, float]:
+    """The families an account's ``revoked_families`` text lists, each with the time
+    until which it is kept; those past it are left out."""
+    families = {}
+    for word in revoked.split():
+        family, _, until = word.partition(":")
+        try:
+            if float(until) > now:
+                families[family] = float(until)
+        except ValueError:
+            continue
+    return families
+
+
 def token_is_current(token: tokens.Token, user: AbstractBaseUser) -> bool:
-    """Whether ``token`` was issued under the user's present password. A token
-    without the claim (issued before tokens carried it) is not."""
+    """Whether ``token`` was issued under the user's present password, and its family
+    was not ended by a replayed refresh token. A token without the password claim
+    (issued before tokens carried it) is not."""
     claimed = token.get(AUTH_HASH_CLAIM)
-    return isinstance(claimed, str) and hmac.compare_digest(claimed, token_auth_hash(user))
+    if not (isinstance(claimed, str) and hmac.compare_digest(claimed, token_auth_hash(user))):
+        return False
+    revoked = account_of(user).revoked_families
+    if revoked:  # almost always empty: nothing to parse
+        family = token.get(FAMILY_CLAIM)
+        if isinstance(family, str) and f"{family}:" in revoked and family in revoked_families(revoked, time.time()):
+            return False
+    return True
 
 
-def _claims_for(token: tokens.Token, user: AbstractBaseUser) -> None:
+def _claims_for(token: tokens.Token, user: AbstractBaseUser, family: str | None = None) -> None:
     # simplejwt reads ``getattr(user, USER_ID_FIELD)``; the public id is on the account.
     token[api_settings.USER_ID_CLAIM] = public_id_of(user)
     token[AUTH_HASH_CLAIM] = token_auth_hash(user)
+    token[FAMILY_CLAIM] = family or secrets.token_urlsafe(12)
 
 
 class RefreshToken(tokens.RefreshToken):
     @classmethod
-    def for_user(cls, user: AbstractBaseUser) -> RefreshToken:
+    def for_user(cls, user: AbstractBaseUser, family: str | None = None) -> RefreshToken:
         # Not simplejwt's: that one writes a row for every token issued.
         token = cls()
-        _claims_for(token, user)
+        _claims_for(token, user, family)
         return token
 
 
@@ -75,6 +107,8 @@ class AccessToken(tokens.AccessToken):
         return token
 
 
-def token_pair(user: AbstractBaseUser) -> dict[str, str]:
-    refresh = RefreshToken.for_user(user)
+def token_pair(user: AbstractBaseUser, family: str | None = None) -> dict[str, str]:
+    """A new pair: of a new family (a login), or of ``family`` (a refresh). The access
+    token copies the refresh token's claims, its family included."""
+    refresh = RefreshToken.for_user(user, family)
     return {"access": str(refresh.access_token), "refresh": str(refresh)}

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BENCH_DB = os.environ.get("BENCH_DB", "aijobs_bench")
 BENCH_DB_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + BENCH_DB
-RUNTIME_TOKEN = "bench-runtime-token"
+RUNTIME_TOKEN = "bench-runtime-token-0123456789abcdef"  # 32 or more: gunicorn refuses less
 # Every benchmark's own database connections carry this name (PGAPPNAME), so the CPU of
 # the backends serving the measured processes leaves them out.
 BENCH_APPNAME = "bench"

@@ -58,7 +58,7 @@ from bench.lifecycle_sql import FLOOR_CLAIM, FLOOR_HEARTBEAT, FLOOR_RESULT, FLOO
 DATABASE_URL = os.environ.get("BENCH_E2E_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aijobs_bench_e2e")
 REDIS_URL = os.environ.get("BENCH_E2E_REDIS_URL", "redis://127.0.0.1:6379/14")
 BROKER_URL = os.environ.get("BENCH_E2E_BROKER_URL", "redis://127.0.0.1:6379/15")
-TOKEN = "bench-runtime-token"
+TOKEN = "bench-runtime-token-0123456789abcdef"  # 32 or more: gunicorn refuses less
 JOB_TYPES = [
     "learning_state_analysis",
     "weak_point_analysis",

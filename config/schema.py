@@ -1,5 +1,7 @@
 """The OpenAPI schema view: the schema is built once per process, and each of its
-formats (YAML, JSON) rendered once; every later request gets those very bytes.
+formats (YAML, JSON) rendered once; every later request gets those very bytes (contract
+sections 1 and 10), so a caller cannot make the server spend a generation on a request.
+``?version=`` changes nothing: the API has one version.
 
 drf-spectacular's generator keeps state in class attributes (lazily loaded extension
 classes, generator statistics) and is not thread-safe (tfranzel/drf-spectacular#1368,
@@ -45,3 +47,8 @@ class SchemaView(SpectacularAPIView):
         with cls._lock:
             cls._schema = None
             cls._rendered = {}
+
+
+def forget_built_schemas() -> None:
+    """For tests that change what the schema documents in one process."""
+    SchemaView.forget()

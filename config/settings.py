@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.admin_sessions.OperatorSessionMiddleware",  # idle and longest admin sessions
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.middleware.PagesCSPMiddleware",  # the admin's pages and the API docs (config/middleware.py)
@@ -315,7 +316,12 @@ SIMPLE_JWT = {
 # turns it on); /auth/* is throttled per client IP and per username, registration also
 # per client IP on its own.
 ALLOW_REGISTRATION = env.bool("ALLOW_REGISTRATION", default=False)
+# Per pair of username and client IP; per client IP alone, AUTH_ADDRESS_THROTTLE_RATE (contract section 2).
 AUTH_THROTTLE_RATE = env.str("AUTH_THROTTLE_RATE", default="10/min")
+AUTH_ADDRESS_THROTTLE_RATE = env.str("AUTH_ADDRESS_THROTTLE_RATE", default="60/min")
+# Wrong runtime tokens and X-Api-Keys per client IP (config.auth_failures); the credential test per user.
+AUTH_FAILURE_THROTTLE_RATE = env.str("AUTH_FAILURE_THROTTLE_RATE", default="30/min")
+CREDENTIAL_TEST_THROTTLE_RATE = env.str("CREDENTIAL_TEST_THROTTLE_RATE", default="10/hour")
 REGISTRATION_THROTTLE_RATE = env.str("REGISTRATION_THROTTLE_RATE", default="20/hour")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -432,6 +438,8 @@ ASYNCH_API_KEY_CACHE_SECONDS = env.float("ASYNCH_API_KEY_CACHE_SECONDS", default
 # https:// or resolve to a loopback, link-local or private address: model services on
 # the platform's own network. Empty: only public https:// hosts.
 ASYNCH_ALLOWED_MODEL_HOSTS = env.list("ASYNCH_ALLOWED_MODEL_HOSTS", default=[])
+# A model answer larger than this is a failed call, read as a stream and never stored whole.
+ASYNCH_MAX_ANSWER_BYTES = env.int("ASYNCH_MAX_ANSWER_BYTES", default=16 * 1024 * 1024)
 
 # --- the reference runtime --------------------------------------------------------------------
 RUNTIME_API_URL = env.str("RUNTIME_API_URL", default="http://127.0.0.1:8000")
@@ -551,8 +559,9 @@ if not METRICS_REDIS_URL:
 # A runtime instance's "last seen" is written at most this often per web process.
 RUNTIME_SEEN_WRITE_SECONDS = env.float("RUNTIME_SEEN_WRITE_SECONDS", default=5.0)
 READINESS_TIMEOUT_SECONDS = env.float("READINESS_TIMEOUT_SECONDS", default=2.0)
-# Probes and scrapes often come over plain HTTP from inside the network.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# Probes often come over plain HTTP from inside the network; a scrape carries a bearer
+# token (METRICS_TOKEN), so /metrics is redirected to https like every other path.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 # HTTPS hardening: off for the embedded setup on plain http://127.0.0.1, on in production
 # (docs/operations/production.md). ``check --deploy`` is clean with them set.
@@ -561,6 +570,10 @@ SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+# Operator sessions (config/admin_sessions.py): idle minutes, and hours after the login at most.
+ADMIN_SESSION_IDLE_MINUTES = env.int("ADMIN_SESSION_IDLE_MINUTES", default=60)
+ADMIN_SESSION_MAX_HOURS = env.int("ADMIN_SESSION_MAX_HOURS", default=12)
+SESSION_COOKIE_AGE = ADMIN_SESSION_MAX_HOURS * 3600  # the cookie lasts no longer than the session may
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
 if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -29,26 +29,8 @@ from rest_framework.views import APIView
 
 from accounts.usernames import username_key
 from config import sql
+from config.rates import parse_rate as parse_rate
 from quotas import queries
-
-_PERIODS = {
-    "s": 1,
-    "sec": 1,
-    "second": 1,
-    "m": 60,
-    "min": 60,
-    "minute": 60,
-    "h": 3600,
-    "hour": 3600,
-    "d": 86400,
-    "day": 86400,
-}
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"300/min"`` → (300, 60)."""
-    count, _, period = rate.partition("/")
-    return int(count), _PERIODS[period.strip().lower()]
 
 
 def clock() -> float:
@@ -177,40 +159,56 @@ class UserThrottle(FixedWindowThrottle):
         return f"user:{user.pk}" if user is not None and user.is_authenticated else None
 
 
+class CredentialTestThrottle(FixedWindowThrottle):
+    """``CREDENTIAL_TEST_THROTTLE_RATE`` per user on ``POST /ai/model-credentials/{id}/test``:
+    each test calls the provider with the user's key, so it is no oracle to try keys with."""
+
+    scope = "credential-test"
+    rate_setting = "CREDENTIAL_TEST_THROTTLE_RATE"
+
+    def ident(self, request: Request) -> str | None:
+        user = request.user
+        return f"user:{user.pk}" if user is not None and user.is_authenticated else None
+
+
 class AuthIpThrottle(FixedWindowThrottle):
-    """``AUTH_THROTTLE_RATE`` per client IP on ``/auth/*``: ``REMOTE_ADDR``, or the
-    address ``NUM_PROXIES`` trusted proxies put in ``X-Forwarded-For``."""
+    """``AUTH_ADDRESS_THROTTLE_RATE`` per client IP on ``/auth/*``, whatever the
+    username: ``REMOTE_ADDR``, or the address ``NUM_PROXIES`` trusted proxies put in
+    ``X-Forwarded-For``."""
 
     scope = "auth-ip"
-    rate_setting = "AUTH_THROTTLE_RATE"
+    rate_setting = "AUTH_ADDRESS_THROTTLE_RATE"
 
     def ident(self, request: Request) -> str | None:
         return self.get_ident(request) or None
 
 
 class AuthUsernameThrottle(FixedWindowThrottle):
-    """``AUTH_THROTTLE_RATE`` per username on ``/auth/*``, whatever the address: the
-    username the view finds in the request (``throttle_username``) by its key, the one
-    registration and login compare (``accounts.usernames``: ``" alice"``, ``"ALICE"``
-    and ``"\\uff21LICE"``, with a fullwidth A, share one count); or, for a call that
-    names its user otherwise (a refresh token, the access token), that user's public id
-    (``throttle_user``)."""
+    """``AUTH_THROTTLE_RATE`` per pair of username and client IP on ``/auth/*``: what
+    one address tries against one account. Never per username alone, so a guesser's
+    failures from one address never refuse the account's owner at another: nobody can
+    lock a learner out. The username the view finds in the request
+    (``throttle_username``) counts by its key, the one registration and login compare
+    (``accounts.usernames``: ``" alice"``, ``"ALICE"`` and ``"\\uff21LICE"``, with a
+    fullwidth A, share one count); a call that names its user otherwise (a refresh
+    token, the access token) by that user's public id (``throttle_user``)."""
 
     scope = "auth-user"
     rate_setting = "AUTH_THROTTLE_RATE"
 
     def ident_for(self, request: Request, view: APIView) -> str | None:
+        address = self.get_ident(request) or ""
         name = getattr(view, "throttle_username", lambda _request: None)(request)
         if name:
-            return f"user:{username_key(name)}"
+            return f"user:{username_key(name)}|{address}"
         user = getattr(view, "throttle_user", lambda _request: None)(request)
         # Apart from usernames: a name spelled like someone's public id is not them.
-        return f"id:{user}" if user else None
+        return f"id:{user}|{address}" if user else None
 
 
 class RegistrationIpThrottle(AuthIpThrottle):
     """``REGISTRATION_THROTTLE_RATE`` per client IP on ``/auth/register``, besides
-    ``AUTH_THROTTLE_RATE``: accounts are what quotas are counted by, so the number one
+    ``AUTH_ADDRESS_THROTTLE_RATE``: accounts are what quotas are counted by, so the number one
     address can make is bounded."""
 
     scope = "register-ip"

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from config.errors import RuntimeErrorCode
+from protocol.errors import RuntimeErrorCode
 from runtime_worker.api import InternalApi, Job
 from runtime_worker.config import RuntimeConfig
 

@@ -1,14 +1,18 @@
-"""The runtime's settings (``RUNTIME_*``), read from Django settings, which read
-them from the environment."""
+"""The runtime's settings: the ``RUNTIME_*`` variables of its environment, and nothing
+of the server's (contract section 7): a runtime machine holds no ``SECRET_KEY``, no
+credential encryption key and no database URL."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_worker import prompts
+
+DEFAULT_API_URL = "http://127.0.0.1:8000"
 
 
 @dataclass(frozen=True)
@@ -37,19 +41,36 @@ class RuntimeConfig:
     api_timeout_seconds: float = 15.0
 
     @classmethod
-    def from_settings(cls, **overrides: Any) -> RuntimeConfig:
-        from django.conf import settings
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> RuntimeConfig:
+        """The ``RUNTIME_*`` variables of the environment, and nothing else of it:
+        the runtime reads none of the server's settings. ``overrides`` (the command
+        line's) win where given."""
+        env = os.environ if environ is None else environ
 
+        def number(name: str, default: float, kind: type = float) -> Any:
+            text = env.get(name, "").strip()
+            if not text:
+                return default
+            try:
+                return kind(text)
+            except ValueError:
+                raise RuntimeConfigError(f"{name}={text!r} is not a number") from None
+
+        capabilities = [c.strip() for c in env.get("RUNTIME_CAPABILITIES", "").split(",") if c.strip()]
         config = cls(
-            api_url=settings.RUNTIME_API_URL,
-            token=settings.RUNTIME_SERVICE_TOKEN,
-            instance_id=settings.RUNTIME_INSTANCE_ID or default_instance_id(),
-            capabilities=list(settings.RUNTIME_CAPABILITIES) or prompts.job_types(),
-            concurrency=settings.RUNTIME_CONCURRENCY,
-            heartbeat_seconds=settings.RUNTIME_HEARTBEAT_SECONDS,
-            poll_interval_ms=settings.RUNTIME_POLL_INTERVAL_MS,
+            api_url=env.get("RUNTIME_API_URL", "").strip() or DEFAULT_API_URL,
+            token=env.get("RUNTIME_SERVICE_TOKEN", "").strip(),
+            instance_id=env.get("RUNTIME_INSTANCE_ID", "").strip() or default_instance_id(),
+            capabilities=capabilities or prompts.job_types(),
+            concurrency=number("RUNTIME_CONCURRENCY", 4, int),
+            heartbeat_seconds=number("RUNTIME_HEARTBEAT_SECONDS", 20.0),
+            poll_interval_ms=number("RUNTIME_POLL_INTERVAL_MS", 1000, int),
         )
         return replace(config, **{key: value for key, value in overrides.items() if value is not None})
+
+
+class RuntimeConfigError(ValueError):
+    """A ``RUNTIME_*`` variable the runtime cannot use."""
 
 
 def default_instance_id() -> str:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from config.errors import RuntimeErrorCode
+from protocol.errors import RuntimeErrorCode
 from runtime_worker.api import ApiError, ApiUnavailable
 from runtime_worker.attempt import Abandon, Attempt
 from runtime_worker.backoff import Backoff

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from config.errors import RuntimeErrorCode
+from protocol.errors import RuntimeErrorCode
 from runtime_worker.api import ApiError, ApiUnavailable, Credential
 from runtime_worker.attempt import Abandon, Attempt, Stop
 from runtime_worker.backoff import Backoff

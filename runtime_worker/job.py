@@ -26,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from ai_jobs import output_schemas
-from config.errors import RuntimeErrorCode
+from protocol import output_schemas
+from protocol.errors import RuntimeErrorCode
 from runtime_worker import inputs, invocation_logs, prompts
 from runtime_worker.api import ApiError, Credential, InternalApi, Job
 from runtime_worker.attempt import Abandon, Stop

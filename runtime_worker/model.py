@@ -15,7 +15,7 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
-from config.errors import RuntimeErrorCode
+from protocol.errors import RuntimeErrorCode
 from runtime_worker.api import Credential
 from runtime_worker.pricing import Usage
 from runtime_worker.prompts import Prompt

@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ai_jobs import output_schemas
+from protocol import output_schemas
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "templates" / "prompts"
 DEFAULT_VERSION = "v1"

@@ -26,6 +26,9 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.RUNTIME_THROTTLE_RATE = "100000/min"
     settings.USER_THROTTLE_RATE = "100000/min"
     settings.AUTH_THROTTLE_RATE = "100000/min"
+    settings.AUTH_ADDRESS_THROTTLE_RATE = "100000/min"
+    settings.AUTH_FAILURE_THROTTLE_RATE = "100000/min"
+    settings.CREDENTIAL_TEST_THROTTLE_RATE = "100000/min"
     settings.ASYNCH_ALLOWED_MODEL_HOSTS = MODEL_HOSTS.split(",")
     cache.clear()
     quota_selectors.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test

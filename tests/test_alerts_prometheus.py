@@ -26,7 +26,7 @@ from tests.support.runtime_fixtures import runtime_config, wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 METRICS_TOKEN = "prometheus-scrape-token-0123456789"
-RUNTIME_TOKEN = "ops-runtime-token"  # the gunicorn fixture's RUNTIME_SERVICE_TOKENS
+RUNTIME_TOKEN = "ops-runtime-token-for-the-test-servers"  # the gunicorn fixture's RUNTIME_SERVICE_TOKENS
 LEASE_SECONDS = 2  # a runtime is active while it called in the last 2 leases
 
 

@@ -3,11 +3,13 @@ imports that point down the layers, and no import inside a function to get round
 either. Read from the source by grimp, so a new cycle or an upward import fails the
 suite the moment it is written.
 
-    config  ←  accounts  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
+    protocol  ←  config  ←  accounts  ←  learning, credentials, quotas  ←  ai_jobs  ←  the interfaces (api, admin, ...)
     config  ←  delivery (the outbox: plain values in, nothing of jobs or tasks)
     config, delivery  ←  asynch (beside ai_jobs: it shares only config, where the keyring lives, and the outbox)
     ops: what operators watch (metrics, probes, the dashboard), over every app
-    runtime_worker: a client; of the server only the output schemas and the error code names
+    runtime_worker: a program of its own; it imports only ``protocol`` (the output schemas
+    and the error code names, framework-free), which every layer may import and which
+    imports nothing of the project
 
 The tests keep a shape too: what test modules share lives in ``tests/support/``, and
 no test module imports another one (nor conftest.py, whose fixtures pytest hands out).
@@ -24,7 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
-    "accounts", "ai_jobs", "asynch", "config", "credentials", "delivery", "learning", "ops", "quotas", "runtime_worker"
+    "accounts", "ai_jobs", "asynch", "config", "credentials", "delivery", "learning", "ops", "protocol", "quotas",
+    "runtime_worker",
 )  # fmt: skip
 
 # The stack: an app's domain modules import only its own and those of apps below it.
@@ -33,7 +36,7 @@ PACKAGES = (
 RANK = {"config": 0, "accounts": 1, "delivery": 1, "learning": 2, "credentials": 2, "quotas": 2, "ai_jobs": 3}
 ASIDE = {"asynch"}  # beside ai_jobs: its own modules, config and delivery (the outbox) only
 CLIENT = "runtime_worker"
-CLIENT_SHARES = {"ai_jobs.output_schemas", "config.errors"}
+SHARED = "protocol"  # below everything, the runtime's one link to the server's code
 # Entry points nothing else imports: the APIs, the admin, commands, Celery tasks, app configs.
 INTERFACES = {"api", "admin", "admin_outputs", "admin_operations", "management", "tasks", "apps"}
 OPERATIONS = "ops"  # reads every app; only the root URLconf includes it
@@ -55,12 +58,14 @@ def allowed(importer: str, imported: str) -> bool:
     """May ``importer`` import ``imported`` directly? Every upward chain has one
     upward link, so checking direct imports checks every chain."""
     source, target = _app(importer), _app(imported)
+    if source == SHARED or target == SHARED:
+        return target == SHARED
     if importer in WIRING:
         return target != CLIENT
     if source == OPERATIONS or target == OPERATIONS:
         return target != CLIENT and (source == OPERATIONS or importer in WIRING)
     if source == CLIENT or target == CLIENT:
-        return source == target or (source == CLIENT and imported in CLIENT_SHARES)
+        return source == target
     if source in ASIDE or target in ASIDE:
         return source == target or target == "config" or (target == "delivery" and not _is_interface(imported))
     if source == target:
@@ -225,7 +230,10 @@ def test_the_checks_find_a_planted_cycle_and_upward_imports():
         ("learning.selectors", "accounts.selectors"),
         ("asynch.services", "credentials.crypto"),  # asynch shares only config
         ("runtime_worker.job", "ai_jobs.models"),  # the runtime is a client
-        ("runtime_worker.job", "ai_jobs.output_schemas"),
+        ("runtime_worker.job", "ai_jobs.output_schemas"),  # not even the server's re-export
+        ("runtime_worker.job", "protocol.output_schemas"),  # the shared module
+        ("ai_jobs.services", "protocol.output_schemas"),
+        ("protocol.errors", "config.errors"),  # the shared module imports nothing of the server
         ("quotas.api.views", "ai_jobs.services"),  # an interface may use any app below it
         ("ops.selectors", "asynch.selectors"),  # operations read every app...
         ("ai_jobs.admin", "ops.dashboard"),  # ...and only the root URLconf reads them
@@ -240,6 +248,8 @@ def test_the_checks_find_a_planted_cycle_and_upward_imports():
         "ai_jobs.services -> ai_jobs.api.views",
         "asynch.services -> credentials.crypto",
         "learning.services -> credentials.models",
+        "protocol.errors -> config.errors",
         "quotas.services -> ai_jobs.models",
         "runtime_worker.job -> ai_jobs.models",
+        "runtime_worker.job -> ai_jobs.output_schemas",
     ]

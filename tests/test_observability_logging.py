@@ -57,7 +57,7 @@ def test_every_line_of_a_request_carries_its_request_id_job_and_runtime(lines, s
     job = JobFactory()
     runtime = RuntimeClient("runtime-7")
     runtime.client.credentials(
-        HTTP_AUTHORIZATION="Bearer test-runtime-token",
+        HTTP_AUTHORIZATION="Bearer test-runtime-token-0123456789abcdef",
         HTTP_X_RUNTIME_INSTANCE_ID="runtime-7",
         HTTP_X_REQUEST_ID="abc-123",
     )

@@ -34,11 +34,14 @@ def server(tmp_path: Path) -> Iterator[str]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
-        "RUNTIME_SERVICE_TOKENS": "test-runtime-token",
+        "RUNTIME_SERVICE_TOKENS": "test-runtime-token-0123456789abcdef",
         "PLATFORM_DEEPSEEK_API_KEY": "sk-platform-test-key",
         "USER_THROTTLE_RATE": "1000000/min",
         "RUNTIME_THROTTLE_RATE": "1000000/min",
         "AUTH_THROTTLE_RATE": "1000000/min",
+        "AUTH_ADDRESS_THROTTLE_RATE": "1000000/min",
+        "AUTH_FAILURE_THROTTLE_RATE": "1000000/min",
+        "CREDENTIAL_TEST_THROTTLE_RATE": "1000000/min",
         "CELERY_BROKER_URL": "memory://",
         "LOG_LEVEL": "ERROR",
         "DEEPSEEK_BASE_URL": "http://127.0.0.1:9",  # a credential test reaches no provider

@@ -19,7 +19,7 @@ from tests.support.ops import Gunicorn, PrivateRedis, Scrape, gunicorn
 from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-RUNTIME = {"Authorization": "Bearer ops-runtime-token", "x-runtime-instance-id": "ops-runtime-1"}
+RUNTIME = {"Authorization": "Bearer ops-runtime-token-for-the-test-servers", "x-runtime-instance-id": "ops-runtime-1"}
 
 
 @pytest.fixture(params=["redis", "multiprocess-files"])

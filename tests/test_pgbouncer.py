@@ -26,7 +26,7 @@ from tests.support.runtime_fixtures import ROOT, free_port, wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
-TOKEN = "pgbouncer-runtime-token"
+TOKEN = "pgbouncer-runtime-token-0123456789abcdef"
 THREADS = 8
 CALLS = 40
 

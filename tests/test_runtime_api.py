@@ -45,7 +45,7 @@ def test_x_internal_api_key_and_a_rotated_second_token_both_work():
 
 def test_a_call_that_acts_on_a_job_needs_the_instance_header(runtime):
     job = JobFactory()
-    runtime.client.credentials(HTTP_AUTHORIZATION="Bearer test-runtime-token")
+    runtime.client.credentials(HTTP_AUTHORIZATION="Bearer test-runtime-token-0123456789abcdef")
     response = runtime.lock(job.id)
     assert response.status_code == 400
     body = response.json()["error"]

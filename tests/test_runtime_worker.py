@@ -1,38 +1,51 @@
-"""The reference runtime as a whole: it is a client of the server (it imports nothing
-of it but the output schemas and the error codes), and keys stay out of its logs."""
+"""The reference runtime as a whole: a program of its own (it imports no Django and no
+server app, only the framework-free ``protocol`` package), and keys stay out of its logs."""
 
 from __future__ import annotations
 
+import ast
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from runtime_worker import redact
 from tests.support.runtime_worker import credential
 
 # --- the runtime is a client of the server ----------------------------------------------------------
 
-SERVER_APPS = {"ai_jobs", "learning", "credentials", "quotas", "asynch", "config"}
-SHARED = {"ai_jobs.output_schemas", "config.errors"}
+FORBIDDEN = {"django", "rest_framework", "config", "ai_jobs", "asynch", "quotas", "credentials", "learning",
+             "accounts", "ops", "delivery"}  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_runtime_imports_nothing_of_the_server_but_the_schemas_and_error_codes():
-    import ast
-    from pathlib import Path
-
+def test_the_runtime_imports_no_django_and_no_server_app():
+    """Every module but the ``manage.py run_runtime`` wrapper (``management/``)."""
     offending = []
-    for path in (Path(__file__).resolve().parent.parent / "runtime_worker").rglob("*.py"):
+    for path in (ROOT / "runtime_worker").rglob("*.py"):
+        if "management" in path.relative_to(ROOT).parts:
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                if top in SERVER_APPS and not any(
-                    name == s or name.startswith(s + ".") or s.startswith(name) for s in SHARED
-                ):
-                    offending.append(f"{path.name}: {name}")
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            offending += [f"{path.name}: {name}" for name in names if name.split(".")[0] in FORBIDDEN]
     assert offending == []
+
+
+def test_importing_the_runtime_loads_no_django():
+    """What ``python -m runtime_worker`` loads, in a fresh interpreter: no Django, no
+    server app, whatever this environment has installed."""
+    shown = subprocess.run(
+        [sys.executable, "-c", "import sys, runtime_worker.program, runtime_worker.runner; "
+         "print(sorted({m.split('.')[0] for m in sys.modules}))"],
+        cwd=ROOT, env={"PATH": os.environ.get("PATH", "")}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert not FORBIDDEN & set(ast.literal_eval(shown.stdout.strip()))
 
 
 # --- keys stay out of logs ------------------------------------------------------------------------

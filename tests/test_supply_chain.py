@@ -1,8 +1,10 @@
-"""Every package is pinned with its hashes: the locks name each package, direct or
-transitive, at one version with at least one sha256, the locks hold every package
-the ``.in`` files name at the version they name, the dev lock agrees with the runtime
-lock, both commands install with ``--require-hashes``, and what is installed is what
-was locked."""
+"""Every package is pinned with its hashes: the locks (the server's, the dev tools', the
+lock tool's own and the reference runtime's) name each package, direct or transitive,
+at one version with at least one sha256, the locks hold every package the ``.in`` files
+name at the version they name, the dev lock agrees with the server lock and so does the
+runtime's, every install (the commands', the lock tool's) uses ``--require-hashes``, and
+what is installed is what was locked. The runtime's own lock is installed alone by
+``tests/test_runtime_program.py``."""
 
 from __future__ import annotations
 
@@ -53,7 +55,10 @@ def _direct(name: str) -> dict[str, str]:
     return wanted
 
 
-@pytest.mark.parametrize("lock", ["requirements.txt", "requirements-dev.txt"])
+LOCKS = ["requirements.txt", "requirements-dev.txt", "requirements-lock.txt", "runtime_worker/requirements.txt"]
+
+
+@pytest.mark.parametrize("lock", LOCKS)
 def test_each_package_of_a_lock_is_pinned_with_its_hashes(lock: str):
     pins = _lock(lock)
     assert pins
@@ -62,7 +67,9 @@ def test_each_package_of_a_lock_is_pinned_with_its_hashes(lock: str):
 
 
 @pytest.mark.parametrize(("source", "lock"), [("requirements.in", "requirements.txt"),
-                                              ("requirements-dev.in", "requirements-dev.txt")])  # fmt: skip
+                                              ("requirements-dev.in", "requirements-dev.txt"),
+                                              ("requirements-lock.in", "requirements-lock.txt"),
+                                              ("runtime_worker/requirements.in", "runtime_worker/requirements.txt")])  # fmt: skip
 def test_a_lock_holds_what_its_source_names_at_that_version(source: str, lock: str):
     pins = _lock(lock)
     for package, version in _direct(source).items():
@@ -73,6 +80,23 @@ def test_the_dev_lock_installs_the_runtime_lock_as_it_is():
     runtime, dev = _lock("requirements.txt"), _lock("requirements-dev.txt")
     assert {p: v for p, (v, _) in runtime.items()} == {p: dev[p][0] for p in runtime if p in dev}
     assert set(runtime) <= set(dev)
+
+
+def test_the_runtime_lock_is_the_server_locks_versions_and_holds_no_server_package():
+    """The reference runtime installs only what it imports, at the very versions the
+    server runs with (tests of the two together test what is deployed)."""
+    runtime, server = _lock("runtime_worker/requirements.txt"), _lock("requirements.txt")
+    assert {p: v for p, (v, _) in runtime.items()} == {p: server[p][0] for p in runtime}
+    assert not {"django", "djangorestframework", "celery", "psycopg", "cryptography", "gunicorn"} & set(runtime)
+
+
+def test_the_lock_tool_is_installed_from_its_hashed_file():
+    makefile = (ROOT / "Makefile").read_text()
+    installs = [line for line in makefile.splitlines() if "pip install" in line and "-lock" in line]
+    assert installs == [
+        "\t@$(VENV)-lock/bin/pip install -qq --disable-pip-version-check --require-hashes -r requirements-lock.txt"
+    ]
+    assert "pip-tools" in _lock("requirements-lock.txt")
 
 
 def test_both_commands_install_with_require_hashes():

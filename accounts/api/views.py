@@ -1,6 +1,7 @@
 """``/auth/*``: tokens, their rotation, logout, a password change,
-and registration. Each is throttled per client IP and per username (or user) by
-``AUTH_THROTTLE_RATE``; registration also per client IP by ``REGISTRATION_THROTTLE_RATE``."""
+and registration. Each is throttled per pair of username (or user) and client IP by
+``AUTH_THROTTLE_RATE`` and per client IP by ``AUTH_ADDRESS_THROTTLE_RATE``;
+registration also per client IP by ``REGISTRATION_THROTTLE_RATE``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """How a runtime authenticates: ``Authorization: Bearer <token>`` or
-``x-internal-api-key: <token>``, against ``RUNTIME_SERVICE_TOKENS``."""
+``x-internal-api-key: <token>``, against ``RUNTIME_SERVICE_TOKENS``. A wrong token
+counts against the client address (``config.auth_failures``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
+
+from config import auth_failures
 
 INSTANCE_HEADER = "x-runtime-instance-id"
 
@@ -51,7 +54,9 @@ class RuntimeAuthentication(BaseAuthentication):
         token = _token_of(request)
         if token is None:
             return None
+        auth_failures.refuse_if_blocked(request)
         if not _known(token):
+            auth_failures.failed(request)
             raise exceptions.AuthenticationFailed("Invalid runtime service token")
         return RuntimePrincipal(instance_id=request.headers.get(INSTANCE_HEADER) or None), token
 

@@ -17,11 +17,14 @@ from rest_framework.views import APIView
 
 from asynch import services
 from asynch.models import Tenant
+from config import auth_failures
 
 API_KEY_HEADER = "X-Api-Key"
 # Django's permission to change model configs: what a staff user needs in admin to do
 # what the model configuration endpoints do.
 CHANGE_MODELS_PERMISSION = "asynch.change_asynchmodel"
+# And to view the statistics of every tenant, as the admin's statistics page does.
+VIEW_STATS_PERMISSION = "asynch.view_asynchmodelstat"
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,12 @@ class TenantApiKeyAuthentication(BaseAuthentication):
         key = request.headers.get(API_KEY_HEADER, "").strip()
         if not key:
             return None
+        auth_failures.refuse_if_blocked(request)  # a guesser's address, the right key included
         digest = services.hash_api_key(key)
         found = services.tenant_key_find(key_hash=digest)
         # The lookup is by hash; comparing again, constant-time, leaves no timing to learn a key from.
         if found is None or not hmac.compare_digest(found.key_hash, digest):
+            auth_failures.failed(request)
             raise exceptions.AuthenticationFailed("Invalid API key")
         return TenantPrincipal(tenant=found.tenant), found.id
 
@@ -82,6 +87,21 @@ class IsTenantOrStaff(BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         return isinstance(user, TenantPrincipal) or bool(user is not None and user.is_authenticated and user.is_staff)
+
+
+class IsTenantOrStatsViewer(BasePermission):
+    """A tenant's key, or the JWT of a staff user who may view every tenant's
+    statistics in Django admin: a staff flag alone is refused."""
+
+    message = "Statistics need a tenant's key, or the JWT of a staff user who may view model statistics."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if isinstance(user, TenantPrincipal):
+            return True
+        return bool(
+            user is not None and user.is_authenticated and user.is_staff and user.has_perm(VIEW_STATS_PERMISSION)
+        )
 
 
 class TenantApiKeyScheme(OpenApiAuthenticationExtension):

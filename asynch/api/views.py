@@ -22,6 +22,7 @@ from asynch.api.authentication import (
     IsModelAdmin,
     IsTenant,
     IsTenantOrStaff,
+    IsTenantOrStatsViewer,
     TenantApiKeyAuthentication,
     may_change_models,
     tenant_of,
@@ -167,13 +168,13 @@ class StatsView(APIView):
     own, an admin tenant or staff every tenant's."""
 
     authentication_classes = [TenantApiKeyAuthentication, *USER_AUTHENTICATION]
-    permission_classes = [IsTenantOrStaff]
+    permission_classes = [IsTenantOrStatsViewer]
     error_codes = (ErrorCode.FORBIDDEN,)
 
     def get(self, request: Request) -> Response:
         query = _valid(s.StatsQuerySerializer, request.query_params)
         tenant = tenant_of(request)
-        sees_all = tenant is None or tenant.is_admin  # staff, or an admin tenant
+        sees_all = tenant is None or tenant.is_admin  # staff who may view them, or an admin tenant
         rows = selectors.stats_list(
             tenant=None if sees_all else tenant, day=query.get("day"), model_name=query.get("modelName")
         )

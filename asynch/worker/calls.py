@@ -5,6 +5,12 @@ Every request is read and every connection checked against the ``baseUrl`` rules
 (``config.outbound``, under ``ASYNCH_ALLOWED_MODEL_HOSTS``) as it is opened, and redirects are never followed: a ``3xx`` is a failed call, so the key headers
 go to the configured host and nowhere else.
 
+An answer is read as a stream, at most ``ASYNCH_MAX_ANSWER_BYTES`` of it (decoded): a
+larger one is a failed call and is not stored, so a worker's memory never grows with
+what a model sends. The call's whole time (connect, send, every read) is bounded by the
+config's ``timeoutSeconds``, not each read: a model that drips its answer byte by byte
+is cut off at the deadline.
+
 An answer in hand is never thrown away for our own bookkeeping (DESIGN rule 8): a slot
 that cannot be released (Redis down) lapses with its lease, and storing the answer
 and the task's outcome is retried while the database or Redis is unreachable, so the
@@ -26,6 +32,9 @@ import requests
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+from urllib3 import Timeout
+from urllib3.exceptions import HTTPError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 from asynch import crypto, selectors, transitions
 from asynch.headers import parse_api_key
@@ -211,11 +220,20 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     if not counted:
         stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name)
     response: requests.Response | None = None
+    answer = b""
     error_message = ""
     outcome = "error"
+    deadline = time.monotonic() + call.timeout_seconds
+    # urllib3's total bounds the connect, the send and the answer's head together.
+    request["timeout"] = Timeout(total=call.timeout_seconds)
     try:
-        response = _session().request(call.http_method, call.url, allow_redirects=False, **request)
+        response = _session().request(call.http_method, call.url, allow_redirects=False, stream=True, **request)
+        limit = settings.ASYNCH_MAX_ANSWER_BYTES if response.status_code < 300 else ERROR_BODY_BYTES
+        answer = _read_bounded(response, limit, deadline)
         outcome = "ok" if response.status_code < 300 else "error"
+    except AnswerTooLarge as too_large:
+        error_message = str(too_large)
+        outcome = "too_large"
     except outbound.OutboundRefused as error:
         # Nothing was sent: the call is taken back from the statistics (real calls only).
         logger.warning(
@@ -228,30 +246,35 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
         error_message = f"The model service was not called: {error}"
         outcome = ""
         stat_count_call(tenant_id=task.tenant_id, creator=task.creator, model_name=task.model_name, calls=-1)
-    except requests.Timeout:
+    except (requests.Timeout, AnswerLate, Urllib3Timeout, TimeoutError):
         error_message = f"The model service did not answer within {call.timeout_seconds}s"
         outcome = "timeout"
-    except requests.RequestException as error:
+    except (requests.RequestException, OSError, HTTPError) as error:
         error_message = f"The model service could not be reached: {type(error).__name__}"
     finally:
+        if response is not None:
+            response.close()  # an answer not read to its end is not left on the connection
         release_slot()  # the slot bounds model calls; storing the answer needs none
         if outcome:
-            ASYNCH_CALLS.inc(task.model_name, outcome)
+            ASYNCH_CALLS.inc(task.model_name, "error" if outcome == "too_large" else outcome)
     # From here on the model has answered: every step is settled, never given up for an outage.
     now = timezone.now()
     failed = partial(transitions.fail, task_id=task.id, attempt_no=task.attempt_no, now=now)
-    if response is None or response.status_code >= 300:
-        if response is not None and response.status_code < 400:
+    if response is None or response.status_code >= 300 or outcome != "ok":
+        if outcome in ("too_large", "timeout") or response is None:
+            pass  # the message says it
+        elif response.status_code < 400:
             error_message = f"The model service answered HTTP {response.status_code}, a redirect (never followed)"
-        elif response is not None:
-            error_message = f"The model service answered HTTP {response.status_code}: {_redacted(response.text, call)}"
+        else:
+            text = answer.decode(response.encoding or "utf-8", errors="replace")
+            error_message = f"The model service answered HTTP {response.status_code}: {_redacted(text, call)}"
         status = response.status_code if response is not None else None
         moved = _settled("the failure", task, partial(failed, error_message=error_message, http_status=status))
         return "failed" if moved else "lost"
     result = ResultFile(
         task_id=task.id,
         tenant_id=task.tenant_id,
-        content=response.content,
+        content=answer,
         content_type=response.headers.get("Content-Type", "application/octet-stream"),
     )
     # Kept until its file is stored: an upload that fails is retried, across cleaner
@@ -267,6 +290,54 @@ def _execute(task: AsynchTask, call: ModelCall, release_slot: Callable[[], None]
     )
     _settled("keeping the answer", task, keep)
     return _store_answer(task, result, response.status_code)
+
+
+# What of an error answer is read: its start is all the tenant is shown.
+ERROR_BODY_BYTES = 4096
+_CHUNK = 64 * 1024
+
+
+class AnswerTooLarge(Exception):
+    pass
+
+
+class AnswerLate(Exception):
+    pass
+
+
+def _read_bounded(response: requests.Response, limit: int, deadline: float) -> bytes:
+    """The answer's body, decoded, read in chunks while it stays within ``limit``
+    bytes (an error answer: its first ``limit`` bytes) and the call's deadline. Each
+    read waits no longer than what is left of the call's time."""
+    declared = response.headers.get("Content-Length", "")
+    too_large = AnswerTooLarge(
+        f"The model service's answer was too large: more than ASYNCH_MAX_ANSWER_BYTES ({limit} bytes); not stored"
+    )
+    keep_start = response.status_code >= 300
+    if not keep_start and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    body = bytearray()
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+
+    def wait_no_longer_than_the_call() -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AnswerLate
+        if sock is not None:
+            sock.settimeout(left)
+
+    while True:
+        wait_no_longer_than_the_call()
+        # read1: what one read of the socket brings, so a drip cannot hold a read open.
+        chunk = response.raw.read1(_CHUNK, decode_content=True)
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limit:
+            if keep_start:
+                return bytes(body[:limit])
+            raise too_large
 
 
 def _store_kept_answer(task: AsynchTask) -> str:

@@ -19,7 +19,7 @@ from config.pagination import PAGE_PARAMETERS, ContractCursorPagination
 from credentials import selectors, services
 from credentials.api import serializers as s
 from credentials.models import Credential
-from quotas.throttles import UserThrottle
+from quotas.throttles import CredentialTestThrottle, UserThrottle
 
 ModelCredentialPage = inline_serializer(
     "ModelCredentialPage",
@@ -99,6 +99,7 @@ class CredentialDetailView(UserView):
 @extend_schema(tags=["model credentials"])
 class CredentialTestView(UserView):
     error_codes = (ErrorCode.CREDENTIAL_NOT_FOUND, ErrorCode.CREDENTIAL_RESOLVE_FAILED)
+    throttle_classes = [UserThrottle, CredentialTestThrottle]
 
     @extend_schema(request=None, responses=s.ModelCredentialTestSerializer)
     def post(self, request: Request, credential_id: str) -> Response:

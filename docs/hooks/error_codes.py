@@ -1,5 +1,6 @@
 """A MkDocs hook: the error codes' tables of docs/api/errors.md, made from config/errors.py
-as the site is built, so the page can never disagree with the code.
+(and protocol/errors.py, where the runtime's codes live) as the site is built, so the page can
+never disagree with the code.
 
 ``<!-- error-codes -->`` becomes the table of ``ErrorCode`` (code, HTTP status, retryable),
 ``<!-- runtime-error-codes -->`` that of ``RuntimeErrorCode`` (code, retryable). The file is
@@ -15,13 +16,15 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-ERRORS = Path(__file__).resolve().parents[2] / "config" / "errors.py"
+ROOT = Path(__file__).resolve().parents[2]
 MARKERS = {"<!-- error-codes -->": "ErrorCode", "<!-- runtime-error-codes -->": "RuntimeErrorCode"}
+FILES = {"ErrorCode": ROOT / "config" / "errors.py", "RuntimeErrorCode": ROOT / "protocol" / "errors.py"}
 
 
 def members(enum: str) -> list[tuple[Any, ...]]:
-    """The values of ``enum``'s members, in the order config/errors.py declares them."""
-    tree = ast.parse(ERRORS.read_text())
+    """The values of ``enum``'s members, in the order its file declares them."""
+    path = FILES[enum]
+    tree = ast.parse(path.read_text())
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == enum:
             return [
@@ -29,7 +32,7 @@ def members(enum: str) -> list[tuple[Any, ...]]:
                 for item in node.body
                 if isinstance(item, ast.Assign) and isinstance(item.value, ast.Tuple)
             ]
-    raise PluginError(f"{ERRORS} has no class {enum}")
+    raise PluginError(f"{path} has no class {enum}")
 
 
 def table(enum: str) -> str:

@@ -20,6 +20,9 @@ from quotas.api import serializers as s
 from quotas.models import ApiKeyMode, CircuitState, UserAiSettings
 from quotas.throttles import UserThrottle
 
+# What the admin checks for the same change (quotas.admin): a staff flag alone is a learner's power.
+CHANGE_LIMITS_PERMISSION = "quotas.change_useraisettings"
+
 
 def _settings_body(row: UserAiSettings) -> dict[str, Any]:
     body = {
@@ -103,7 +106,14 @@ class AiSettingsView(UserView):
             "maxDailyAiJobs": "max_daily_ai_jobs",
             "maxDailyTokenBudget": "max_daily_token_budget",
         }
+        # The limits are staff's with the admin's permission to change them, never the
+        # staff flag alone; asked only when the limits are sent, so no other PATCH reads it.
+        by_staff = bool(
+            ("maxDailyAiJobs" in data or "maxDailyTokenBudget" in data)
+            and request.user.is_staff
+            and request.user.has_perm(CHANGE_LIMITS_PERMISSION)
+        )
         row = job_services.ai_settings_update(
-            user=request.user, by_staff=request.user.is_staff, **{names[key]: value for key, value in data.items()}
+            user=request.user, by_staff=by_staff, **{names[key]: value for key, value in data.items()}
         )
         return Response(_settings_body(row))

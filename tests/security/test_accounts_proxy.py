@@ -39,7 +39,7 @@ def test_the_production_setup_trusts_the_one_proxy_it_describes():
 
 
 server = module_server(
-    ALLOW_REGISTRATION="true", AUTH_THROTTLE_RATE="5/min", NUM_PROXIES=production_num_proxies() or "<unset>"
+    ALLOW_REGISTRATION="true", AUTH_ADDRESS_THROTTLE_RATE="5/min", NUM_PROXIES=production_num_proxies() or "<unset>"
 )
 
 

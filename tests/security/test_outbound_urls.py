@@ -83,9 +83,14 @@ MALFORMED = [
 def test_a_base_url_two_parsers_read_differently_is_refused_and_the_key_never_leaves(api, shared_var):  # noqa: F811
     admin = tenant_http(api, "ops", is_admin=True)
     biz = tenant_http(api, "biz")
-    with recording(MODEL_HOST, lambda seen: json_answer({"ok": True})) as model, recording(ATTACKER_HOST) as attacker:
+    with (
+        recording(MODEL_HOST, lambda seen: json_answer({"ok": True})) as model,
+        recording(ATTACKER_HOST) as attacker,
+        recording("127.0.0.1") as local,  # localhost: an attacker's server on this machine
+    ):
         assert admin.create_model("chat", model.url).status_code == 201
         shapes = _shapes(f"{ATTACKER_HOST}:{attacker.port}", f"{MODEL_HOST}:{model.port}")
+        shapes.append(f"http://localhost:{local.port}\\@{MODEL_HOST}:{model.port}")  # the issue's own example
         for base_url in shapes:
             # The exact attack: move the config (keeping its stored key) with a URL one
             # parser reads as the model's origin and the connecting library as the attacker's.
@@ -102,7 +107,7 @@ def test_a_base_url_two_parsers_read_differently_is_refused_and_the_key_never_le
         assert drain()["succeeded"] == 1
         (call,) = model.seen
         assert call.headers["API_KEY"] == STORED_VALUES[0]
-        assert not attacker.touched()  # not a connection, let alone the key
+        assert not attacker.touched() and not local.touched()  # not a connection, let alone the key
 
 
 def test_a_malformed_base_url_is_a_400_on_base_url_never_a_500(api, shared_var):  # noqa: F811

@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-RUNTIME_TOKEN = "test-runtime-token"
+RUNTIME_TOKEN = "test-runtime-token-0123456789abcdef"
 
 
 class RuntimeClient:

@@ -26,7 +26,7 @@ import requests
 from tests.support.fault_fixtures import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_TOKEN = "fault-runtime-token"
+RUNTIME_TOKEN = "fault-runtime-token-of-the-fault-stack"
 PLATFORM_KEY = "sk-fault-platform-secret-key-0123456789"
 
 SEED_USERS = """
@@ -66,6 +66,9 @@ class Stack:
             "RUNTIME_THROTTLE_RATE": "10000000/min",
             "USER_THROTTLE_RATE": "10000000/min",
             "AUTH_THROTTLE_RATE": "10000000/min",
+            "AUTH_ADDRESS_THROTTLE_RATE": "10000000/min",
+            "AUTH_FAILURE_THROTTLE_RATE": "10000000/min",
+            "CREDENTIAL_TEST_THROTTLE_RATE": "10000000/min",
             "AI_DEFAULT_MAX_DAILY_JOBS": "1000000",
             "AI_DEFAULT_MAX_DAILY_TOKEN_BUDGET": "1000000000",
             "PLATFORM_DAILY_TOKEN_BUDGET": "100000000000",

@@ -184,7 +184,7 @@ SEED_003_MODEL = {
 
 # The live server the generated clients drive (gunicorn on the test database): its
 # runtime token and the password its learners register with.
-RUNTIME_TOKEN = "generated-client-runtime-token"
+RUNTIME_TOKEN = "generated-client-runtime-token-0123456789"
 PASSWORD = "a-Long-enough-passw0rd"
 
 

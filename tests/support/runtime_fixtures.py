@@ -29,7 +29,7 @@ from runtime_worker.runner import Runtime
 from runtime_worker.standin import StandinServer
 
 ROOT = Path(__file__).resolve().parents[2]
-E2E_TOKEN = "e2e-runtime-token"
+E2E_TOKEN = "e2e-runtime-token-of-the-end-to-end-tests"
 PLATFORM_KEY = "sk-e2e-platform-secret-key-0123456789"
 LEASE_SECONDS = 2
 HEARTBEAT_SECONDS = 0.25
@@ -98,6 +98,9 @@ def server_env(standin: StandinServer, **extra: str) -> dict[str, str]:
         "RUNTIME_THROTTLE_RATE": "10000000/min",
         "USER_THROTTLE_RATE": "10000000/min",
         "AUTH_THROTTLE_RATE": "10000000/min",
+        "AUTH_ADDRESS_THROTTLE_RATE": "10000000/min",
+        "AUTH_FAILURE_THROTTLE_RATE": "10000000/min",
+        "CREDENTIAL_TEST_THROTTLE_RATE": "10000000/min",
         "PLATFORM_DEEPSEEK_API_KEY": PLATFORM_KEY,
         "DEEPSEEK_BASE_URL": standin.base_url,
         "CELERY_TASK_ALWAYS_EAGER": "false",

@@ -20,7 +20,7 @@ from django.db import connection
 from tests.support.ops import gunicorn
 
 PASSWORD = "budget-abuse-pw-31"
-RUNTIME = {"Authorization": "Bearer ops-runtime-token", "x-runtime-instance-id": "budget-runtime"}
+RUNTIME = {"Authorization": "Bearer ops-runtime-token-for-the-test-servers", "x-runtime-instance-id": "budget-runtime"}
 
 
 def module_server(**env: str):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from tests.support.ops import Gunicorn, gunicorn
 
-RUNTIME_TOKEN = "ops-runtime-token"  # what tests.support.ops.gunicorn admits
+RUNTIME_TOKEN = "ops-runtime-token-for-the-test-servers"  # what tests.support.ops.gunicorn admits
 # The first characters of a line the text formatter starts: its time, then the level.
 TEXT_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
 

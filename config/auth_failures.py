@@ -1,0 +1,114 @@
+"""Guessing tokens and keys (contract section 10): a wrong runtime token on the internal
+API, or a wrong ``X-Api-Key`` on model-asynch, counts against the client address
+(``REMOTE_ADDR``, or the one ``NUM_PROXIES`` trusted proxies report) in a fixed window
+of ``AUTH_FAILURE_THROTTLE_RATE``; past it, that address gets ``429 RATE_LIMITED`` until
+the window ends, the right credential included. Only a credential that is sent and
+wrong counts: a request without one is the caller's to fix, not a guess.
+
+Both APIs' authentication classes use it; it sits in ``config`` because model-asynch
+imports nothing of the other apps. With ``REDIS_URL`` the counts and the blocks are
+every process's (one ``GET`` for a request that carries a credential, an ``INCR`` for a
+wrong one; never a database statement); without it, or while Redis cannot be
+reached, each process counts in its own memory."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from functools import cache
+
+import redis
+from django.conf import settings
+from django.core.cache.backends.locmem import LocMemCache
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from config.rates import parse_rate
+
+logger = logging.getLogger(__name__)
+
+_memory = LocMemCache("config-auth-failures", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
+_warned = threading.Event()
+
+
+def _rate() -> tuple[int, int]:
+    return parse_rate(str(settings.AUTH_FAILURE_THROTTLE_RATE))
+
+
+@cache
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, **settings.REDIS_CLIENT_OPTIONS)
+
+
+def _address(request: Request) -> str:
+    return BaseThrottle().get_ident(request) or ""
+
+
+def _keys(address: str, now: float) -> tuple[str, str, int]:
+    _, period = _rate()
+    window = int(now // period)
+    digest = hashlib.sha256(address.encode()).hexdigest()[:32]
+    return f"auth-failures:{digest}:{window}", f"auth-blocked:{digest}:{window}", (window + 1) * period
+
+
+def _unreachable(error: Exception) -> None:
+    if not _warned.is_set():
+        _warned.set()
+        logger.warning("Failed-authentication counts: Redis unreachable (%s); counting in this process", error)
+
+
+def blocked(request: Request) -> float | None:
+    """Seconds until this request's address may try again, or None when it may now."""
+    now = time.time()
+    _, block_key, ends = _keys(_address(request), now)
+    found = None
+    if settings.REDIS_URL:
+        try:
+            found = _client(settings.REDIS_URL).get(block_key)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            _unreachable(error)
+            found = _memory.get(block_key)
+    else:
+        found = _memory.get(block_key)
+    return max(1.0, ends - now) if found else None
+
+
+def failed(request: Request) -> None:
+    """Count a wrong credential from this request's address; raises ``Throttled`` (429)
+    when it is one past the limit, and marks the address blocked for the window."""
+    now = time.time()
+    limit, period = _rate()
+    count_key, block_key, ends = _keys(_address(request), now)
+    ttl = period + 1
+    try:
+        if not settings.REDIS_URL:
+            raise redis.ConnectionError("no REDIS_URL")
+        client = _client(settings.REDIS_URL)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(count_key)
+        pipe.expire(count_key, ttl, nx=True)
+        count = int(pipe.execute()[0])
+        if count > limit:
+            client.set(block_key, 1, ex=ttl)
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        if settings.REDIS_URL:
+            _unreachable(error)
+        _memory.add(count_key, 0, timeout=ttl)
+        try:
+            count = _memory.incr(count_key)
+        except ValueError:
+            _memory.add(count_key, 1, timeout=ttl)
+            count = 1
+        if count > limit:
+            _memory.set(block_key, 1, timeout=ttl)
+    if count > limit:
+        raise exceptions.Throttled(wait=max(1.0, ends - now))
+
+
+def refuse_if_blocked(request: Request) -> None:
+    wait = blocked(request)
+    if wait is not None:
+        raise exceptions.Throttled(wait=wait)
