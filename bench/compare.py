@@ -137,7 +137,9 @@ def read_figures(kind: str, output: str) -> dict[str, float]:
 
 def run_once(side: Side, command: list[str], kind: str, round_no: int) -> None:
     script, *rest = command
-    args = [side.python, script, *rest] if script.endswith(".py") else [side.python, "-m", script, *rest]
+    # Run as a module of the side's tree whichever way it was named (bench/x.py or bench.x).
+    module = script.removesuffix(".py").replace("/", ".")
+    args = [side.python, "-m", module, *rest]
     started = time.perf_counter()
     print(f"compare: round {round_no}, {side.label} ({side.commit[:9]}) ...", flush=True)
     done = subprocess.run(args, cwd=side.tree, env=side.env, capture_output=True, text=True)
