@@ -28,6 +28,7 @@ import io
 import json
 import os
 import pstats
+import statistics
 import sys
 import time
 from collections import Counter
@@ -87,8 +88,9 @@ def layer_of(filename: str, function: str) -> str:
     return "other Python (stdlib, libraries)"
 
 
-def wsgi_caller() -> Callable[..., tuple[int, bytes]]:
-    from config.wsgi import application
+def wsgi_caller(application: Any = None) -> Callable[..., tuple[int, bytes]]:
+    if application is None:
+        from config.wsgi import application
 
     def call(method: str, path: str, body: object | None = None, headers: dict[str, str] | None = None):
         data = json.dumps(body).encode() if body is not None else b""
@@ -183,12 +185,54 @@ def profiled(name: str, requests: list[Callable[[], None]], top: int, save: Path
         print(f"    {100 * cum / total:5.1f}%  {calls / n:5.1f}/req  {where}")
 
 
+def chains(rounds: int, count: int, claim: Callable[[], None], jobs: list[dict[str, Any]], runtime: dict) -> None:
+    """Heartbeats through Django's own WSGI handler (every request through the whole
+    ``MIDDLEWARE``) and through the project's (``config.handlers``: the APIs' chain),
+    alternated in one process, ``count`` a turn: the middleware's cost on an API request."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    from ai_jobs.models import AiRuntimeJob
+    from config.wsgi import application
+
+    for _ in range(min(count, 50)):
+        claim()
+    # A loaded machine's rounds may outlast the jobs' timeoutSeconds: no deadline here.
+    AiRuntimeJob.objects.filter(status="running").update(deadline_ms=None)
+    callers = {
+        "Django's handler, whole chain": wsgi_caller(WSGIHandler()),
+        "project's handler": wsgi_caller(application),
+    }
+    spent: dict[str, list[float]] = {name: [] for name in callers}
+    for round_no in range(rounds):
+        for name in callers if round_no % 2 == 0 else reversed(list(callers)):
+            call = callers[name]
+            cpu = time.process_time()
+            for i in range(count):
+                status, _ = call(
+                    "POST", f"/internal/runtime/jobs/{jobs[i % len(jobs)]['jobId']}/heartbeat", {}, runtime
+                )
+                assert status == 200, (status, _)
+            spent[name].append(1000 * (time.process_time() - cpu) / count)
+    print(f"heartbeat, ms CPU a request, {rounds} rounds of {count} alternated:")
+    for name, values in spent.items():
+        print(f"  {name:<32} {', '.join(f'{v:.3f}' for v in values)}; median {statistics.median(values):.3f}")
+    ratios = [p / d for d, p in zip(*spent.values(), strict=True)]
+    print(f"  project / Django, per round: {min(ratios):.3f}-{max(ratios):.3f}, median {statistics.median(ratios):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--plain", action="store_true", help="CPU per request only, without the profiler")
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only heartbeats, alternated between Django's WSGI handler and the project's, ROUNDS rounds",
+    )
     args = parser.parse_args()
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
@@ -203,6 +247,7 @@ def main() -> None:
             "PLATFORM_DEEPSEEK_API_KEY": "sk-bench",
             "LOG_LEVEL": "WARNING",
             "CELERY_BROKER_URL": "memory://",
+            "AI_JOB_LOCK_SECONDS": "3600",  # a slow machine's profiled run outlasts no lease
         }
     )
     import redis
@@ -285,6 +330,11 @@ def main() -> None:
         result(i)()
     jobs.clear()
 
+    if args.chains:
+        for i in range(50):
+            create(i)()
+        chains(args.chains, count, claim, jobs, runtime)
+        return
     print(f"profile_requests: {count} requests each, in process through the WSGI handler, PostgreSQL and Redis")
 
     def measure(name: str, requests: list[Callable[[], None]]) -> None:
