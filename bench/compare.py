@@ -57,6 +57,12 @@ FIGURES: dict[str, list[tuple[str, str, bool]]] = {
         ("gunicorn CPU per POST /ai/jobs, ms", r"^\s+POST /ai/jobs[^:\n]*: gunicorn\s+([\d.]+) ms", False),
         ("PostgreSQL CPU per POST /ai/jobs, ms", r"^\s+POST /ai/jobs[^:\n]*: PostgreSQL\s+([\d.]+) ms", False),
     ],
+    "profile_requests": [  # with --plain: CPU per request in process, no profiler
+        ("POST /ai/jobs, ms CPU", r"^\s+POST /ai/jobs\s+([\d.]+) ms CPU", False),
+        ("claim with include, ms CPU", r"^\s+claim \(limit 1[^)]*\)\s+([\d.]+) ms CPU", False),
+        ("heartbeat, ms CPU", r"^\s+heartbeat\s+([\d.]+) ms CPU", False),
+        ("result, ms CPU", r"^\s+result \(with one invocation log\)\s+([\d.]+) ms CPU", False),
+    ],
     "bench_lifecycle": [
         ("service layer / its statements, %", r"service layer.*?([\d.]+)% of", True),
         ("HTTP lifecycle, jobs/s", r"HTTP API through gunicorn.*?\s([\d.]+) jobs/s", True),
