@@ -180,6 +180,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 20,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's, with Accept: */* answered without parsing it (config/negotiation.py).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.negotiation.ContentNegotiation",
     "DEFAULT_PARSER_CLASSES": ["config.parsers.StorableJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "config.openapi.ContractAutoSchema",
     "EXCEPTION_HANDLER": "config.errors.exception_handler",

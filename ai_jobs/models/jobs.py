@@ -87,7 +87,10 @@ class AiRuntimeJob(UserPublicId, models.Model):
     rerun_as = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     params = models.JSONField(default=dict, blank=True)
 
-    # The lease of the current attempt.
+    # The lease of the current attempt. No index covers a column a heartbeat writes
+    # (``lock_until``, ``updated_at``; ``status`` stays ``running``): PostgreSQL then
+    # rewrites the row on its own page without touching any index (a HOT update), and
+    # the queries that read leases find the few leased rows by ``ai_job_leased`` first.
     locked_by = models.CharField(max_length=128, null=True, blank=True)
     locked_at = models.DateTimeField(null=True, blank=True)
     lock_until = models.DateTimeField(null=True, blank=True)
@@ -121,7 +124,6 @@ class AiRuntimeJob(UserPublicId, models.Model):
             models.Index(fields=["status"], name="ai_job_status"),
             models.Index(fields=["job_type"], name="ai_job_type"),
             models.Index(fields=["target_type", "target_id"], name="ai_job_target"),
-            models.Index(fields=["lock_until"], name="ai_job_lock_until"),
             models.Index(fields=["user", "-created_at"], name="ai_job_user_created"),
             # The queue: poll and claim read pending rows in this order, and only them.
             models.Index(
