@@ -21,7 +21,18 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
 # The JSON APIs' paths (their URLs in config/urls.py).
-API_PREFIXES = ("/ai/", "/internal/", "/learning/", "/auth/", "/task/", "/model/", "/webhook/", "/healthz", "/readyz", "/metrics")
+API_PREFIXES = (
+    "/ai/",
+    "/internal/",
+    "/learning/",
+    "/auth/",
+    "/task/",
+    "/model/",
+    "/webhook/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+)
 
 BROWSER_ONLY_MIDDLEWARE = frozenset(
     {
