@@ -10,6 +10,7 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -141,23 +142,28 @@ class Runtime:
         backoff = Backoff(first=0.5, most=30.0)
         poll = self.config.poll_interval_ms / 1000
         unreachable_since: float | None = None
+        # A claim whose answer did not come: sent again as it was, with its claimId, until
+        # an answer comes, so that the jobs it may have locked are answered, not orphaned.
+        unanswered: tuple[str, int, float] | None = None
         while not self._stopping.is_set():
             with self._lock:
                 free = self.config.concurrency - len(self._active)
-            if free <= 0:
+            if unanswered is None and free <= 0:
                 self._slot_freed.wait(timeout=1.0)
                 self._slot_freed.clear()
                 continue
-            asked_at = time.monotonic()
+            claim_id, free, asked_at = unanswered or (uuid.uuid4().hex, free, time.monotonic())
             try:
-                jobs = self.api.claim(self.config.capabilities, free)
+                jobs = self.api.claim(self.config.capabilities, free, claim_id=claim_id)
             except (ApiUnavailable, ApiError) as error:
+                unanswered = (claim_id, free, asked_at) if isinstance(error, ApiUnavailable) else None
                 if unreachable_since is None:
                     unreachable_since = time.monotonic()
                     logger.warning("runtime %s: cannot claim (%s); backing off", self.config.instance_id, error)
                 self._stopping.wait(backoff.next(getattr(error, "retry_after", None)))
                 continue
             except Exception:  # e.g. an answer this runtime cannot read: keep the process alive
+                unanswered = None
                 logger.exception("runtime %s: claim failed", self.config.instance_id)
                 self._stopping.wait(backoff.next())
                 continue
@@ -168,8 +174,11 @@ class Runtime:
                     time.monotonic() - unreachable_since,
                 )
                 unreachable_since = None
+            unanswered = None
             backoff.reset()
             for job in jobs:
+                if job.job_id in self._active:  # answered before: already running here
+                    continue
                 run = JobRun(self, job, asked_at=asked_at)
                 with self._lock:
                     self._active[job.job_id] = run

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -94,13 +96,69 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
         return take(free) if free > 0 else []
 
 
-def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False) -> list[AiRuntimeJob]:
+# How long a claimId is remembered, in leases: past its lease a claim's jobs are no longer
+# its own to answer, and a claim sent later is only ever answered with nothing.
+CLAIM_ID_REMEMBERED_LEASES = 10
+
+
+def _claim_key(instance_id: str, claim_id: str) -> str:
+    digest = hashlib.sha256(f"{instance_id}\n{claim_id}".encode()).hexdigest()[:40]
+    return f"ai-claim:{digest}"
+
+
+def _claim_is_new(instance_id: str, claim_id: str) -> bool:
+    """Whether this instance sends ``claim_id`` for the first time, remembered in the
+    cache every web process shares (one atomic add, no statement on the database). A
+    cache that cannot be reached remembers nothing: the claim is then an ordinary one."""
+    try:
+        return bool(
+            cache.add(
+                _claim_key(instance_id, claim_id), 1, timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS
+            )
+        )
+    except Exception:  # a cache outage must not stop claims (see the docstring)
+        logger.warning("claimId not remembered: the cache cannot be reached", exc_info=True)
+        return True
+
+
+def _claim_forget(instance_id: str, claim_id: str) -> None:
+    """A claim that raised took nothing: the same claimId again is a claim of its own."""
+    with contextlib.suppress(Exception):
+        cache.delete(_claim_key(instance_id, claim_id))
+
+
+def job_claim(
+    *, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False, claim_id: str | None = None
+) -> list[AiRuntimeJob]:
     """One statement, atomic on its own: picking and locking happen together. While
     the breaker is half-open, a second step adds trial platform-key jobs. ``start``:
-    the jobs go straight to ``running`` (the fast path, ``job_claim_started``)."""
+    the jobs go straight to ``running`` (the fast path, ``job_claim_started``).
+
+    ``claim_id`` (contract §3, "a lost answer costs nothing"): sent again by the same
+    instance, the claim answers the jobs it took that this instance still holds,
+    untouched since, with their current leases, and locks nothing more."""
+    if claim_id is not None and not _claim_is_new(instance_id, claim_id):
+        return transitions.claimed_again(claim_id=claim_id, instance_id=instance_id, now=timezone.now())
+    try:
+        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
+    except BaseException:
+        if claim_id is not None:
+            _claim_forget(instance_id, claim_id)
+        raise
+
+
+def _claim(
+    *, job_types: Sequence[str], limit: int, instance_id: str, start: bool, claim_id: str | None
+) -> list[AiRuntimeJob]:
     limit, now = min(limit, selectors.POLL_MAX), timezone.now()
     jobs = transitions.claim(
-        job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=lease_length(), start=start
+        job_types=job_types,
+        limit=limit,
+        instance_id=instance_id,
+        now=now,
+        lease=lease_length(),
+        start=start,
+        claim_id=claim_id,
     )
     if len(jobs) < limit and job_types and quota_selectors.breaker_state_hint() == CircuitState.HALF_OPEN:
         jobs += _trial(
@@ -112,6 +170,7 @@ def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: 
                 lease=lease_length(),
                 trial=True,
                 start=start,
+                claim_id=claim_id,
             )
         )
         jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
@@ -129,7 +188,13 @@ class StartedJob:
 
 
 def job_claim_started(
-    *, job_types: Sequence[str], limit: int, instance_id: str, snapshot: bool, credential: bool
+    *,
+    job_types: Sequence[str],
+    limit: int,
+    instance_id: str,
+    snapshot: bool,
+    credential: bool,
+    claim_id: str | None = None,
 ) -> list[StartedJob]:
     """Claim with ``include``: the claim, then one read of every claimed
     job's consent, snapshot text and credential columns. Each job gets what the
@@ -137,8 +202,9 @@ def job_claim_started(
     ends ``cancelled`` (the snapshot call's ``JOB_NOT_ACTIVE``, after which a runtime
     drops it); a credential that cannot be resolved fails the job with
     ``CREDENTIAL_RESOLVE_FAILED``, as the reference runtime reports it. Neither is in
-    the answer."""
-    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True)
+    the answer. The same ``claim_id`` again hands its untouched jobs out again: its
+    answer, with all they carried, was lost."""
+    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True, claim_id=claim_id)
     now = timezone.now()
     rows = leases.claimed_jobs(
         job_ids=[job.id for job in jobs], instance_id=instance_id, now=now, snapshot=snapshot, credential=credential
