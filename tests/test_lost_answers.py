@@ -8,6 +8,7 @@ tests/test_faults_network.py's."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 from django.utils import timezone
@@ -162,6 +163,28 @@ def test_a_claim_that_failed_leaves_its_claim_id_free(runtime, monkeypatch):
         claims.job_claim(job_types=ALL_TYPES, limit=10, instance_id="runtime-1", claim_id="claim-f")
     monkeypatch.undo()
     assert _ids(_claim(runtime, "claim-f")) == [job.id]
+
+
+def test_a_claim_sent_again_while_the_first_is_still_being_taken_waits_for_it(settings):
+    """The runtime gave up waiting for a slow claim and sent it again: the second waits
+    for the first to have taken its jobs (then answers them) instead of answering before."""
+    settings.AI_JOB_LOCK_SECONDS = 5
+    assert claims._claim_is_new("runtime-1", "slow-claim")
+    waited: list[bool] = []
+    again = threading.Thread(target=lambda: waited.append(claims._claim_is_new("runtime-1", "slow-claim")))
+    again.start()
+    again.join(timeout=0.5)
+    assert again.is_alive()  # the first is still taking its jobs
+    claims._claim_taken("runtime-1", "slow-claim")
+    again.join(timeout=5)
+    assert waited == [False]  # not new: it answers what the first took
+    assert claims._claim_is_new("runtime-2", "slow-claim")  # another instance's is its own
+
+
+def test_a_claim_sent_again_after_the_first_failed_is_a_claim_of_its_own(settings):
+    assert claims._claim_is_new("runtime-1", "failed-claim")
+    claims._claim_forget("runtime-1", "failed-claim")
+    assert claims._claim_is_new("runtime-1", "failed-claim")
 
 
 # --- a fail sent again ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
 # How long a claimId is remembered, in leases: past its lease a claim's jobs are no longer
 # its own to answer, and a claim sent later is only ever answered with nothing.
 CLAIM_ID_REMEMBERED_LEASES = 10
+_CLAIMING, _CLAIMED = "claiming", "claimed"
 
 
 def _claim_key(instance_id: str, claim_id: str) -> str:
@@ -108,17 +110,35 @@ def _claim_key(instance_id: str, claim_id: str) -> str:
 
 def _claim_is_new(instance_id: str, claim_id: str) -> bool:
     """Whether this instance sends ``claim_id`` for the first time, remembered in the
-    cache every web process shares (one atomic add, no statement on the database). A
-    cache that cannot be reached remembers nothing: the claim is then an ordinary one."""
+    cache every web process shares (one atomic add, no statement on the database). The
+    same claim sent again while the first is still being taken (its runtime gave up
+    waiting for a slow answer) waits for it, a lease at most, so that it answers its
+    jobs. A cache that cannot be reached remembers nothing: the claim is then an
+    ordinary one."""
+    key, remembered = _claim_key(instance_id, claim_id), CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS
+    give_up = time.monotonic() + settings.AI_JOB_LOCK_SECONDS
     try:
-        return bool(
-            cache.add(
-                _claim_key(instance_id, claim_id), 1, timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS
-            )
-        )
+        while True:
+            if cache.add(key, _CLAIMING, timeout=remembered):
+                return True
+            value = cache.get(key)
+            if value is None:  # the first failed and was forgotten (or just expired): claim anew
+                continue
+            if value != _CLAIMING or time.monotonic() > give_up:
+                return False
+            time.sleep(0.05)
     except Exception:  # a cache outage must not stop claims (see the docstring)
         logger.warning("claimId not remembered: the cache cannot be reached", exc_info=True)
         return True
+
+
+def _claim_taken(instance_id: str, claim_id: str) -> None:
+    with contextlib.suppress(Exception):
+        cache.set(
+            _claim_key(instance_id, claim_id),
+            _CLAIMED,
+            timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS,
+        )
 
 
 def _claim_forget(instance_id: str, claim_id: str) -> None:
@@ -137,14 +157,17 @@ def job_claim(
     ``claim_id`` (contract §3, "a lost answer costs nothing"): sent again by the same
     instance, the claim answers the jobs it took that this instance still holds,
     untouched since, with their current leases, and locks nothing more."""
-    if claim_id is not None and not _claim_is_new(instance_id, claim_id):
+    if claim_id is None:
+        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=None)
+    if not _claim_is_new(instance_id, claim_id):
         return transitions.claimed_again(claim_id=claim_id, instance_id=instance_id, now=timezone.now())
     try:
-        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
+        jobs = _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
     except BaseException:
-        if claim_id is not None:
-            _claim_forget(instance_id, claim_id)
+        _claim_forget(instance_id, claim_id)
         raise
+    _claim_taken(instance_id, claim_id)
+    return jobs
 
 
 def _claim(
