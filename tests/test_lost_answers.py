@@ -8,7 +8,6 @@ tests/test_faults_network.py's."""
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
 from django.utils import timezone
@@ -22,6 +21,13 @@ from tests.support.factories import VALID_OUTPUTS, JobFactory
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
 OUTPUT = VALID_OUTPUTS["learning_state_analysis"]
+
+
+@pytest.fixture(autouse=True)
+def _claims_settle_soon(monkeypatch):
+    """A claim sent again that finds none of its jobs asks again until the first settled:
+    a moment here, the tests' claims being quick."""
+    monkeypatch.setattr(claims, "CLAIM_SETTLE_SECONDS", 0.2)
 
 
 def _claim(runtime: RuntimeClient, claim_id: str | None, *, limit: int = 10, include: list[str] | None = None):
@@ -165,26 +171,36 @@ def test_a_claim_that_failed_leaves_its_claim_id_free(runtime, monkeypatch):
     assert _ids(_claim(runtime, "claim-f")) == [job.id]
 
 
-def test_a_claim_sent_again_while_the_first_is_still_being_taken_waits_for_it(settings):
-    """The runtime gave up waiting for a slow claim and sent it again: the second waits
-    for the first to have taken its jobs (then answers them) instead of answering before."""
-    settings.AI_JOB_LOCK_SECONDS = 5
-    assert claims._claim_is_new("runtime-1", "slow-claim")
-    waited: list[bool] = []
-    again = threading.Thread(target=lambda: waited.append(claims._claim_is_new("runtime-1", "slow-claim")))
-    again.start()
-    again.join(timeout=0.5)
-    assert again.is_alive()  # the first is still taking its jobs
-    claims._claim_taken("runtime-1", "slow-claim")
-    again.join(timeout=5)
-    assert waited == [False]  # not new: it answers what the first took
-    assert claims._claim_is_new("runtime-2", "slow-claim")  # another instance's is its own
+def test_a_claim_sent_again_while_the_first_is_still_taking_its_jobs_waits_for_them(runtime, monkeypatch):
+    """The runtime gave up waiting for a slow claim and sent it again: the second answers
+    the first's jobs once they are taken, instead of answering nothing before."""
+    monkeypatch.setattr(claims, "CLAIM_SETTLE_SECONDS", 60)
+    jobs = JobFactory.create_batch(3)
+    assert claims._claim_first_made("runtime-1", "slow-claim") is None  # the first began
+    waits = []
+
+    def the_first_takes_its_jobs_meanwhile(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:
+            claims._claim(job_types=ALL_TYPES, limit=2, instance_id="runtime-1", start=False, claim_id="slow-claim")
+
+    monkeypatch.setattr(claims.time, "sleep", the_first_takes_its_jobs_meanwhile)
+    assert _ids(_claim(runtime, "slow-claim")) == [jobs[0].id, jobs[1].id]
+    assert len(waits) == 2 and AiRuntimeJob.objects.filter(status="pending").count() == 1
 
 
-def test_a_claim_sent_again_after_the_first_failed_is_a_claim_of_its_own(settings):
-    assert claims._claim_is_new("runtime-1", "failed-claim")
+def test_a_claim_that_found_nothing_sent_again_answers_nothing_once_the_first_settled(runtime, monkeypatch):
+    monkeypatch.setattr(claims, "CLAIM_SETTLE_SECONDS", 0.3)
+    assert _ids(_claim(runtime, "empty-slow")) == []
+    JobFactory()
+    assert _ids(_claim(runtime, "empty-slow")) == []  # asked until the first settled, then nothing
+
+
+def test_a_claim_sent_again_after_the_first_failed_is_a_claim_of_its_own():
+    assert claims._claim_first_made("runtime-1", "failed-claim") is None
     claims._claim_forget("runtime-1", "failed-claim")
-    assert claims._claim_is_new("runtime-1", "failed-claim")
+    assert claims._claim_first_made("runtime-1", "failed-claim") is None
+    assert claims._claim_first_made("runtime-1", "failed-claim") is not None
 
 
 # --- a fail sent again ---------------------------------------------------------------------------
@@ -273,3 +289,25 @@ def test_a_stale_attempts_fail_is_not_active_whatever_became_of_the_later_attemp
     late = runtime.fail(job.id, 1, "MODEL_TIMEOUT")
     assert late.status_code == 409 and error_code(late) == "JOB_NOT_ACTIVE"
     assert AiRuntimeJob.objects.get(id=job.id).status == "succeeded"
+
+
+def test_the_schema_documents_claim_id_on_the_claim(client):
+    schema = client.get("/api/schema", HTTP_ACCEPT="application/json").json()
+    body = schema["paths"]["/internal/runtime/jobs/claim"]["post"]["requestBody"]["content"]["application/json"]
+    claim = schema["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[-1]]
+    field = claim["properties"]["claimId"]
+    assert (field["type"], field["minLength"], field["maxLength"]) == ("string", 1, 64)
+    assert "claimId" not in claim.get("required", []) and "untouched" in field["description"]
+
+
+def test_a_claim_whose_claim_id_the_cache_cannot_remember_is_an_ordinary_claim(runtime, monkeypatch):
+    class Down:
+        def add(self, *args, **kwargs):
+            raise ConnectionError("the cache is down")
+
+        set = delete = get = add
+
+    jobs = JobFactory.create_batch(2)
+    monkeypatch.setattr(claims, "cache", Down())
+    assert _ids(_claim(runtime, "no-memory", limit=1)) == [jobs[0].id]
+    assert _ids(_claim(runtime, "no-memory", limit=1)) == [jobs[1].id]

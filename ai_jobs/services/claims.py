@@ -100,7 +100,9 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
 # How long a claimId is remembered, in leases: past its lease a claim's jobs are no longer
 # its own to answer, and a claim sent later is only ever answered with nothing.
 CLAIM_ID_REMEMBERED_LEASES = 10
-_CLAIMING, _CLAIMED = "claiming", "claimed"
+# How long after the first claim a claim sent again waits for the first's jobs, should the
+# first still be taking them (its runtime gave up waiting for a slow answer).
+CLAIM_SETTLE_SECONDS = 2.0
 
 
 def _claim_key(instance_id: str, claim_id: str) -> str:
@@ -108,43 +110,39 @@ def _claim_key(instance_id: str, claim_id: str) -> str:
     return f"ai-claim:{digest}"
 
 
-def _claim_is_new(instance_id: str, claim_id: str) -> bool:
-    """Whether this instance sends ``claim_id`` for the first time, remembered in the
-    cache every web process shares (one atomic add, no statement on the database). The
-    same claim sent again while the first is still being taken (its runtime gave up
-    waiting for a slow answer) waits for it, a lease at most, so that it answers its
-    jobs. A cache that cannot be reached remembers nothing: the claim is then an
-    ordinary one."""
-    key, remembered = _claim_key(instance_id, claim_id), CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS
-    give_up = time.monotonic() + settings.AI_JOB_LOCK_SECONDS
+def _claim_first_made(instance_id: str, claim_id: str) -> float | None:
+    """When this instance first sent ``claim_id`` (epoch seconds), or None when this is
+    the first time: one atomic add in the cache every web process shares, nothing on the
+    database, so a claim costs one round trip to the cache more. A cache that cannot be
+    reached remembers nothing: the claim is then an ordinary one."""
+    key = _claim_key(instance_id, claim_id)
     try:
-        while True:
-            if cache.add(key, _CLAIMING, timeout=remembered):
-                return True
-            value = cache.get(key)
-            if value is None:  # the first failed and was forgotten (or just expired): claim anew
-                continue
-            if value != _CLAIMING or time.monotonic() > give_up:
-                return False
-            time.sleep(0.05)
-    except Exception:  # a cache outage must not stop claims (see the docstring)
-        logger.warning("claimId not remembered: the cache cannot be reached", exc_info=True)
-        return True
-
-
-def _claim_taken(instance_id: str, claim_id: str) -> None:
-    with contextlib.suppress(Exception):
-        cache.set(
-            _claim_key(instance_id, claim_id),
-            _CLAIMED,
-            timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS,
-        )
+        if cache.add(key, time.time(), timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS):
+            return None
+        first = cache.get(key)
+    except Exception as error:  # a cache outage must not stop claims (see the docstring)
+        logger.warning("a claimId is not remembered: the cache cannot be reached (%s)", type(error).__name__)
+        return None
+    return float(first) if isinstance(first, int | float) else None  # gone meanwhile: a claim of its own
 
 
 def _claim_forget(instance_id: str, claim_id: str) -> None:
     """A claim that raised took nothing: the same claimId again is a claim of its own."""
     with contextlib.suppress(Exception):
         cache.delete(_claim_key(instance_id, claim_id))
+
+
+def _claimed_again(*, instance_id: str, claim_id: str, first_made: float) -> list[AiRuntimeJob]:
+    """The first claim's jobs; none yet while it may still be taking them: asked again
+    until ``CLAIM_SETTLE_SECONDS`` after it (a claim that found nothing is answered
+    nothing then)."""
+    # Bounded by this process's clock too: another web host's may be off.
+    until = time.monotonic() + max(0.0, min(CLAIM_SETTLE_SECONDS, first_made + CLAIM_SETTLE_SECONDS - time.time()))
+    while True:
+        jobs = transitions.claimed_again(claim_id=claim_id, instance_id=instance_id, now=timezone.now())
+        if jobs or time.monotonic() >= until:
+            return jobs
+        time.sleep(0.1)
 
 
 def job_claim(
@@ -159,15 +157,14 @@ def job_claim(
     untouched since, with their current leases, and locks nothing more."""
     if claim_id is None:
         return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=None)
-    if not _claim_is_new(instance_id, claim_id):
-        return transitions.claimed_again(claim_id=claim_id, instance_id=instance_id, now=timezone.now())
+    first_made = _claim_first_made(instance_id, claim_id)
+    if first_made is not None:
+        return _claimed_again(instance_id=instance_id, claim_id=claim_id, first_made=first_made)
     try:
-        jobs = _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
+        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
     except BaseException:
         _claim_forget(instance_id, claim_id)
         raise
-    _claim_taken(instance_id, claim_id)
-    return jobs
 
 
 def _claim(
