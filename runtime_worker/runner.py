@@ -176,15 +176,27 @@ class Runtime:
                 unreachable_since = None
             unanswered = None
             backoff.reset()
-            for job in jobs:
-                if job.job_id in self._active:  # answered before: already running here
-                    continue
-                run = JobRun(self, job, asked_at=asked_at)
-                with self._lock:
-                    self._active[job.job_id] = run
-                self._slots.submit(run.run)
+            self._start_jobs(jobs, asked_at)
             if len(jobs) < free:  # the queue is empty for us: wait before asking again
                 self._stopping.wait(poll)
+        if unanswered is not None:
+            # Stopping with a claim unanswered: asked once more (it locks nothing more), what
+            # it took runs within the grace period or is reported, rather than left locked.
+            claim_id, free, asked_at = unanswered
+            try:
+                self._start_jobs(self.api.claim(self.config.capabilities, free, claim_id=claim_id), asked_at)
+            except Exception as error:
+                logger.warning("runtime %s: a claim left unanswered at shutdown (%s)", self.config.instance_id, error)
+
+    def _start_jobs(self, jobs: list[Any], asked_at: float) -> None:
+        for job in jobs:
+            running = self._active.get(job.job_id)
+            if running is not None and running.job.attempt_no == job.attempt_no:  # answered before: running here
+                continue
+            run = JobRun(self, job, asked_at=asked_at)
+            with self._lock:
+                self._active[job.job_id] = run
+            self._slots.submit(run.run)
 
     def _drain(self) -> None:
         grace_end = time.monotonic() + self.config.grace_seconds
@@ -208,7 +220,9 @@ class Runtime:
 
     def job_finished(self, run: JobRun, outcome: str) -> None:
         with self._lock:
-            self._active.pop(run.job.job_id, None)
+            # The job's next attempt may have come back here already: only this attempt leaves.
+            if self._active.get(run.job.job_id) is run:
+                del self._active[run.job.job_id]
             self.stats[outcome] += 1
         self._slot_freed.set()
 

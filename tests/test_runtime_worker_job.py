@@ -5,6 +5,7 @@ shutdown."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -131,6 +132,19 @@ def test_a_claim_whose_answer_did_not_come_is_sent_again_with_its_claim_id(stand
     first, again, answered, after = api.sent["claim"][:4]
     assert first == again == answered and first  # the same claim until it is answered
     assert after != first  # then each claim has a claimId of its own
+
+
+def test_a_runtime_stopping_with_a_claim_unanswered_asks_it_once_more_and_runs_what_it_took(standin):
+    api = ScriptedApi(standin.base_url, jobs=[make_job()])
+    api.raises["claim"] = [ApiUnavailable("connection reset")]
+    runtime = scripted_runtime(api)
+    runtime.config = dataclasses.replace(runtime.config, grace_seconds=5.0)
+    runtime.start()
+    wait_for(lambda: api.sent["claim"], what="the first claim")
+    runtime.stop(timeout=15)
+    assert runtime.stats == {"succeeded": 1}
+    first, again = api.sent["claim"]
+    assert first == again
 
 
 @pytest.mark.parametrize(
