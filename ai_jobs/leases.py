@@ -47,6 +47,7 @@ class LeasedJob:
     timezone_name: str | None  # the user's (their settings'), read with the snapshot, for one built on the way
     snapshot: SnapshotRow | None
     credential_row: tuple[Any, ...] | None  # credentials.services.RESOLVE_COLUMNS, or None
+    claimed: bool = False  # untouched since its claim: the claim sent again would answer it
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def _aware(value: Any) -> dt.datetime:
 
 def _leased(row: Sequence[Any]) -> LeasedJob:
     """A row of queries.LEASED_JOB (or CLAIMED_JOBS): the job's columns, the public id,
-    consent, the snapshot's, the user's timezone, the credential's."""
+    consent, the snapshot's, the user's timezone, the credential's, whether it is untouched since its claim."""
     snap = None
     if row[12] is not None:
         snap = SnapshotRow(
@@ -87,7 +88,8 @@ def _leased(row: Sequence[Any]) -> LeasedJob:
         consents=bool(row[11]),
         timezone_name=row[19],
         snapshot=snap,
-        credential_row=tuple(row[20:]) if row[20] is not None else None,
+        credential_row=tuple(row[20:-1]) if row[20] is not None else None,
+        claimed=bool(row[-1]),
     )
 
 

@@ -23,10 +23,11 @@ is on now (no settings row: the default); it holds for the job's whole life.
 # not started has no deadline yet, its ``timeout_seconds`` count from its start) or straight
 # to running (``status`` 'running', ``started_at`` now and ``started_ms`` the same: the lock
 # is the attempt's start too), for one named job that is due. Every column comes back, with
-# the user's public id last.
+# the user's public id last. ``claim_id``: the claim's ``claimId``, or NULL.
 LOCK = """UPDATE ai_runtime_job
 SET status = %(status)s, locked_by = %(instance_id)s, locked_at = %(now)s, lock_until = %(lock_until)s,
     deadline_ms = CAST(%(started_ms)s AS bigint) + timeout_seconds * 1000, attempt_no = attempt_no + 1,
+    claim_id = %(claim_id)s,
     started_at = COALESCE(%(started_at)s, started_at), updated_at = %(now)s
 WHERE id = %(job_id)s AND status = 'pending' AND available_at <= %(now)s
     AND (lock_until IS NULL OR lock_until < %(now)s)
@@ -35,7 +36,8 @@ WHERE id = %(job_id)s AND status = 'pending' AND available_at <= %(now)s
             SELECT 1 FROM quota_platform_circuit_breaker b WHERE b.id = 1 AND b.state <> 'closed') END
 RETURNING id, user_id, job_type, target_type, target_id, snapshot_id, status, priority, idempotency_key,
     api_key_mode, credential_id, model_provider, model_name, prompt_version, output_schema_version, attempt_no,
-    retried_from_job_id, rerun_as_id, params, locked_by, locked_at, lock_until, deadline_ms, cancel_requested,
+    retried_from_job_id, rerun_as_id, params, locked_by, locked_at, lock_until, claim_id, deadline_ms,
+    cancel_requested,
     started_at, finished_at, retry_count, max_retry_count, timeout_seconds, quota_date, available_at,
     error_code, error_message, created_at, updated_at,
     (SELECT a.public_id FROM accounts_account a WHERE a.user_id = ai_runtime_job.user_id)"""
@@ -58,6 +60,7 @@ CLAIM = """WITH picked AS MATERIALIZED (
 UPDATE ai_runtime_job
 SET status = %(status)s, locked_by = %(instance_id)s, locked_at = %(now)s, lock_until = %(lock_until)s,
     deadline_ms = CAST(%(started_ms)s AS bigint) + timeout_seconds * 1000, attempt_no = attempt_no + 1,
+    claim_id = %(claim_id)s,
     started_at = COALESCE(%(started_at)s, started_at), updated_at = %(now)s
 WHERE status = 'pending' AND id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, credential_id,
@@ -69,9 +72,10 @@ RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_k
 # lapsed and the deadline (``timeout_seconds`` from the attempt's start) has not passed. An
 # attempt is over the moment either happens, not when the reaper next runs.
 
-# The lease extended; the attempt's first heartbeat moves locked → running, its start.
+# The lease extended; the attempt's first heartbeat moves locked → running, its start. A
+# heartbeat shows the claim's answer arrived: a claim sent again no longer answers the job.
 HEARTBEAT = """UPDATE ai_runtime_job
-SET lock_until = %(lock_until)s, status = 'running',
+SET lock_until = %(lock_until)s, status = 'running', claim_id = NULL,
     started_at = CASE WHEN status = 'locked' THEN %(now)s ELSE started_at END,
     deadline_ms = CASE WHEN status = 'locked' THEN %(now_ms)s + timeout_seconds * 1000 ELSE deadline_ms END,
     updated_at = %(now)s
@@ -83,7 +87,7 @@ RETURNING cancel_requested"""
 # runtime at work as a heartbeat would; nothing when a heartbeat started it meanwhile.
 START = """UPDATE ai_runtime_job
 SET status = 'running', started_at = %(now)s, deadline_ms = %(now_ms)s + timeout_seconds * 1000,
-    updated_at = %(now)s
+    claim_id = NULL, updated_at = %(now)s
 WHERE id = %(job_id)s AND status = 'locked' AND locked_by = %(instance_id)s AND lock_until >= %(now)s
     AND attempt_no = %(attempt_no)s"""
 
@@ -176,7 +180,8 @@ RETURNING id, status, job_type, user_id, target_type, target_id, error_code"""
 # The job's columns the checks need, the user's public id, whether consent holds; with
 # ``snapshot``, its snapshot's columns and ``data`` as the stored JSON text (never decoded
 # and encoded again) and the user's timezone, for one built on the way; with
-# ``credential``, the columns of its credential that decrypt the user's key.
+# ``credential``, the columns of its credential that decrypt the user's key; last, whether the
+# job is still untouched since its claim (a claim sent again would answer it).
 
 # The job, if ``instance_id`` holds its live attempt (``status``: locked, when this call starts it).
 LEASED_JOB = """SELECT j.id, j.user_id, j.target_type, j.target_id, j.api_key_mode, j.model_provider, j.model_name,
@@ -187,7 +192,7 @@ LEASED_JOB = """SELECT j.id, j.user_id, j.target_type, j.target_id, j.api_key_mo
     snap.id, snap.target_type, snap.target_id, snap.schema_version, snap.created_at, snap.expires_at,
     CAST(snap.payload AS text),
     CASE WHEN %(snapshot)s THEN (SELECT s.timezone FROM quota_user_ai_settings s WHERE s.user_id = j.user_id) END,
-    cred.id, cred.provider, cred.base_url, cred.key_id, cred.nonce, cred.ciphertext
+    cred.id, cred.provider, cred.base_url, cred.key_id, cred.nonce, cred.ciphertext, j.claim_id IS NOT NULL
 FROM ai_runtime_job j
 LEFT JOIN ai_job_snapshot snap ON %(snapshot)s AND snap.id = j.snapshot_id
 LEFT JOIN ai_model_credential cred ON %(credential)s AND cred.id = j.credential_id
@@ -205,12 +210,27 @@ CLAIMED_JOBS = """SELECT j.id, j.user_id, j.target_type, j.target_id, j.api_key_
     snap.id, snap.target_type, snap.target_id, snap.schema_version, snap.created_at, snap.expires_at,
     CAST(snap.payload AS text),
     CASE WHEN %(snapshot)s THEN (SELECT s.timezone FROM quota_user_ai_settings s WHERE s.user_id = j.user_id) END,
-    cred.id, cred.provider, cred.base_url, cred.key_id, cred.nonce, cred.ciphertext
+    cred.id, cred.provider, cred.base_url, cred.key_id, cred.nonce, cred.ciphertext, j.claim_id IS NOT NULL
 FROM ai_runtime_job j
 LEFT JOIN ai_job_snapshot snap ON %(snapshot)s AND snap.id = j.snapshot_id
 LEFT JOIN ai_model_credential cred ON %(credential)s AND cred.id = j.credential_id
     AND cred.user_id = j.user_id AND cred.deleted_at IS NULL
 WHERE j.id = ANY(%(job_ids)s)"""
+
+# A snapshot or credential call of a job its claim started (``running``) shows the claim's
+# answer arrived: a claim sent again no longer answers the job.
+UNCLAIM = "UPDATE ai_runtime_job SET claim_id = NULL WHERE id = %(job_id)s AND claim_id IS NOT NULL"
+
+# The jobs the claim ``claim_id`` of ``instance_id`` took that it still holds, untouched since
+# (their ``claim_id`` is still set), with their leases live: what that claim, sent again
+# because its answer was lost, answers. CLAIM's columns.
+CLAIMED_AGAIN = """SELECT id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, credential_id,
+    model_provider, model_name, prompt_version, output_schema_version, attempt_no, params, lock_until,
+    retry_count, max_retry_count, timeout_seconds, created_at,
+    (SELECT a.public_id FROM accounts_account a WHERE a.user_id = ai_runtime_job.user_id)
+FROM ai_runtime_job
+WHERE claim_id = %(claim_id)s AND locked_by = %(instance_id)s AND status IN ('locked', 'running')
+    AND lock_until >= %(now)s AND (deadline_ms IS NULL OR deadline_ms >= %(now_ms)s)"""
 
 # The snapshot built for a job that had none (or an expired one).
 SET_SNAPSHOT = "UPDATE ai_runtime_job SET snapshot_id = %(snapshot_id)s, updated_at = %(now)s WHERE id = %(job_id)s"

@@ -31,7 +31,7 @@ from django.db.models import Case, Value, When
 
 from ai_jobs import queries
 from ai_jobs.models.jobs import ACTIVE_STATUSES, AiRuntimeJob
-from config.sql import fetch, from_row
+from config.sql import execute, fetch, from_row
 from quotas.models import PlatformCircuitBreaker
 
 _ALL = tuple(field.attname for field in AiRuntimeJob._meta.concrete_fields)
@@ -80,8 +80,11 @@ def _ms(moment: dt.datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _lease_params(*, instance_id: str, now: dt.datetime, lease: dt.timedelta, trial: bool, start: bool) -> dict:
+def _lease_params(
+    *, instance_id: str, now: dt.datetime, lease: dt.timedelta, trial: bool, start: bool, claim_id: str | None = None
+) -> dict:
     return {
+        "claim_id": claim_id,
         "status": "running" if start else "locked",
         "instance_id": instance_id,
         "now": now,
@@ -93,12 +96,20 @@ def _lease_params(*, instance_id: str, now: dt.datetime, lease: dt.timedelta, tr
 
 
 def lock(
-    *, job_id: str, instance_id: str, now: dt.datetime, lease: dt.timedelta, trial: bool = False, start: bool = False
+    *,
+    job_id: str,
+    instance_id: str,
+    now: dt.datetime,
+    lease: dt.timedelta,
+    trial: bool = False,
+    start: bool = False,
+    claim_id: str | None = None,
 ) -> AiRuntimeJob | None:
     """pending → locked, for one named job; a platform-key job only while the breaker
     is closed, or as a half-open ``trial`` (the caller holds the breaker row and counted
-    the trial jobs). ``start``: straight to running."""
-    params = _lease_params(instance_id=instance_id, now=now, lease=lease, trial=trial, start=start)
+    the trial jobs). ``start``: straight to running. ``claim_id``: the claim's, when a
+    claim locks it."""
+    params = _lease_params(instance_id=instance_id, now=now, lease=lease, trial=trial, start=start, claim_id=claim_id)
     rows = _jobs(fetch(queries.LOCK, {**params, "job_id": job_id}))
     return rows[0] if rows else None
 
@@ -112,21 +123,31 @@ def claim(
     lease: dt.timedelta,
     trial: bool = False,
     start: bool = False,
+    claim_id: str | None = None,
 ) -> list[AiRuntimeJob]:
     """pending → locked for the first ``limit`` due jobs of the given types, in
     ``(priority, created_at, id)`` order, any number of runtimes claiming at once.
     Platform-key jobs only while the breaker is closed; ``trial``: only platform-key
     jobs, for a caller holding the half-open breaker's row. ``start``: straight to
-    ``running`` (the claim fast path, whose caller is handed everything at once)."""
+    ``running`` (the claim fast path, whose caller is handed everything at once).
+    ``claim_id``: the claim's ``claimId``, kept on each job until it is touched."""
     if not job_types or limit <= 0:
         return []
-    params = _lease_params(instance_id=instance_id, now=now, lease=lease, trial=trial, start=start)
+    params = _lease_params(instance_id=instance_id, now=now, lease=lease, trial=trial, start=start, claim_id=claim_id)
     if connection.vendor == "postgresql":
         jobs = _jobs(fetch(queries.CLAIM, {**params, "job_types": list(job_types), "limit": limit}), CLAIMED)
     else:  # SQLite's writers take turns: the pick, then each job's own lock
         picked = _picked(job_types, limit, now, trial)
         locked = (
-            lock(job_id=job_id, instance_id=instance_id, now=now, lease=lease, trial=trial, start=start)
+            lock(
+                job_id=job_id,
+                instance_id=instance_id,
+                now=now,
+                lease=lease,
+                trial=trial,
+                start=start,
+                claim_id=claim_id,
+            )
             for job_id in picked
         )
         jobs = [job for job in locked if job is not None]
@@ -143,6 +164,20 @@ def _picked(job_types: Sequence[str], limit: int, now: dt.datetime, trial: bool)
         tripped = PlatformCircuitBreaker.objects.filter(id=1).exclude(state="closed").exists()
         due = due.exclude(api_key_mode="platform_key") if tripped else due
     return list(due.order_by("priority", "created_at", "id").values_list("id", flat=True)[:limit])
+
+
+def claimed_again(*, claim_id: str, instance_id: str, now: dt.datetime) -> list[AiRuntimeJob]:
+    """The jobs the claim ``claim_id`` of ``instance_id`` took, still held by it and
+    untouched since, with their current leases; nothing changes."""
+    params = {"claim_id": claim_id, "instance_id": instance_id, "now": now, "now_ms": _ms(now)}
+    jobs = _jobs(fetch(queries.CLAIMED_AGAIN, params), CLAIMED)
+    jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return jobs
+
+
+def unclaim(*, job_id: str) -> None:
+    """The job was touched (a snapshot or credential call): its claim, sent again, no longer answers it."""
+    execute(queries.UNCLAIM, {"job_id": job_id})
 
 
 @dataclass(frozen=True)

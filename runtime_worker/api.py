@@ -188,8 +188,12 @@ class InternalApi:
 
     # --- the calls of the internal API ------------------------------------------------
 
-    def claim(self, capabilities: list[str], limit: int) -> list[Job]:
+    def claim(self, capabilities: list[str], limit: int, *, claim_id: str | None = None) -> list[Job]:
+        """``claim_id``: unique per claim, and the same when the claim is sent again
+        because its answer did not come: the server then answers the jobs it took."""
         request: dict[str, Any] = {"capabilities": capabilities, "limit": limit}
+        if claim_id is not None:
+            request["claimId"] = claim_id
         if self.include:
             request["include"] = list(self.include)
         body = self._call("POST", "jobs/claim", request)

@@ -23,7 +23,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from protocol import output_schemas
@@ -84,6 +86,9 @@ class JobRun:
         self.wake = threading.Event()
         self.calls: list[ModelCall] = []
         self.logs_delivered = False  # the logs went with the accepted result, in its transaction
+        # A model call the attempt stopped waiting for (a lost lease, a cancellation, the
+        # job's time, a shutdown): it runs on, the model charges it, and its log waits for it.
+        self.in_flight: InFlight | None = None
 
     # --- flags set from other threads --------------------------------------------------
 
@@ -118,6 +123,7 @@ class JobRun:
             self.log.exception("job %s: unexpected error; leaving it to the reaper", self.job.job_id)
         finally:
             self.settled = True
+            self._await_model_call(ended)
             if not self.logs_delivered:  # a failure, or a result refused: the logs on their own
                 # None of these calls ended in an accepted result, so each carries a code and
                 # counts: one that answered before the attempt ended carries what ended it.
@@ -240,14 +246,12 @@ class JobRun:
                 self.checkpoint()
                 self.wake.wait(timeout=max(0.01, self.deadline - time.monotonic()))
                 self.wake.clear()
-        except Stop as stop:
-            future.cancel()
-            latency_ms = int((time.monotonic() - began) * 1000)
-            self.calls.append(
-                ModelCall(
-                    model_name=model_name, started_at=started_at, latency_ms=latency_ms, error_code=stop.code.code
-                )
-            )
+        except (Stop, Abandon) as why:
+            # A call not started yet is no call; one started counts, with its real tokens,
+            # once it ends (``_await_model_call``), whatever ended the attempt.
+            if not future.cancel():
+                code = why.code.code if isinstance(why, Stop) else why.code or "JOB_NOT_ACTIVE"
+                self.in_flight = InFlight(future, model_name, started_at, began, code)
             raise
         try:
             call = future.result()
@@ -257,6 +261,34 @@ class JobRun:
             raise Stop(error.code, error.message) from None
         self.calls.append(call)
         return call
+
+    def _await_model_call(self, ended: str | None) -> None:
+        """The model call the attempt stopped waiting for, once it ends, into the
+        attempt's logs with what it cost: every call counts. A runtime that must exit
+        first (past its grace period) logs what it knows of it by then."""
+        flight = self.in_flight
+        if flight is None:
+            return
+        self.in_flight = None
+        while not flight.future.done():
+            stop_at = self.runtime.hard_stop_at
+            # Leave the last reports their share of the time left before the process exits.
+            if stop_at is not None and time.monotonic() >= stop_at - self.runtime.config.final_report_seconds / 2:
+                break
+            futures.wait([flight.future], timeout=0.2)
+        call: ModelCall | None = None
+        if flight.future.done():
+            try:
+                call = flight.future.result()
+            except ModelError as error:
+                call = error.call
+            except Exception:  # a bug in the call: it still ran, what it cost is unknown
+                call = None
+        if call is None:
+            latency_ms = int((time.monotonic() - flight.began) * 1000)
+            call = ModelCall(model_name=flight.model_name, started_at=flight.started_at, latency_ms=latency_ms)
+        call.error_code = call.error_code or flight.code or ended
+        self.calls.append(call)
 
     def _valid_output(self, call: ModelCall) -> dict[str, Any]:
         job = self.job
@@ -286,6 +318,17 @@ class JobRun:
         call.error_code = error.code
         if error.code in OUTPUT_REFUSED:
             raise Stop(RuntimeErrorCode.MODEL_RESPONSE_INVALID, f"The server refused the output: {error.message}")
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A model call still running when its attempt ended: how to log it once it ends."""
+
+    future: Future[ModelCall]
+    model_name: str
+    started_at: dt.datetime
+    began: float  # time.monotonic()
+    code: str  # what ended the attempt: the log's errorCode unless the call failed on its own
 
 
 def _now() -> dt.datetime:

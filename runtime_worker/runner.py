@@ -10,6 +10,7 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -141,23 +142,28 @@ class Runtime:
         backoff = Backoff(first=0.5, most=30.0)
         poll = self.config.poll_interval_ms / 1000
         unreachable_since: float | None = None
+        # A claim whose answer did not come: sent again as it was, with its claimId, until
+        # an answer comes, so that the jobs it may have locked are answered, not orphaned.
+        unanswered: tuple[str, int, float] | None = None
         while not self._stopping.is_set():
             with self._lock:
                 free = self.config.concurrency - len(self._active)
-            if free <= 0:
+            if unanswered is None and free <= 0:
                 self._slot_freed.wait(timeout=1.0)
                 self._slot_freed.clear()
                 continue
-            asked_at = time.monotonic()
+            claim_id, free, asked_at = unanswered or (uuid.uuid4().hex, free, time.monotonic())
             try:
-                jobs = self.api.claim(self.config.capabilities, free)
+                jobs = self.api.claim(self.config.capabilities, free, claim_id=claim_id)
             except (ApiUnavailable, ApiError) as error:
+                unanswered = (claim_id, free, asked_at) if isinstance(error, ApiUnavailable) else None
                 if unreachable_since is None:
                     unreachable_since = time.monotonic()
                     logger.warning("runtime %s: cannot claim (%s); backing off", self.config.instance_id, error)
                 self._stopping.wait(backoff.next(getattr(error, "retry_after", None)))
                 continue
             except Exception:  # e.g. an answer this runtime cannot read: keep the process alive
+                unanswered = None
                 logger.exception("runtime %s: claim failed", self.config.instance_id)
                 self._stopping.wait(backoff.next())
                 continue
@@ -168,14 +174,29 @@ class Runtime:
                     time.monotonic() - unreachable_since,
                 )
                 unreachable_since = None
+            unanswered = None
             backoff.reset()
-            for job in jobs:
-                run = JobRun(self, job, asked_at=asked_at)
-                with self._lock:
-                    self._active[job.job_id] = run
-                self._slots.submit(run.run)
+            self._start_jobs(jobs, asked_at)
             if len(jobs) < free:  # the queue is empty for us: wait before asking again
                 self._stopping.wait(poll)
+        if unanswered is not None:
+            # Stopping with a claim unanswered: asked once more (it locks nothing more), what
+            # it took runs within the grace period or is reported, rather than left locked.
+            claim_id, free, asked_at = unanswered
+            try:
+                self._start_jobs(self.api.claim(self.config.capabilities, free, claim_id=claim_id), asked_at)
+            except Exception as error:
+                logger.warning("runtime %s: a claim left unanswered at shutdown (%s)", self.config.instance_id, error)
+
+    def _start_jobs(self, jobs: list[Any], asked_at: float) -> None:
+        for job in jobs:
+            running = self._active.get(job.job_id)
+            if running is not None and running.job.attempt_no == job.attempt_no:  # answered before: running here
+                continue
+            run = JobRun(self, job, asked_at=asked_at)
+            with self._lock:
+                self._active[job.job_id] = run
+            self._slots.submit(run.run)
 
     def _drain(self) -> None:
         grace_end = time.monotonic() + self.config.grace_seconds
@@ -199,7 +220,9 @@ class Runtime:
 
     def job_finished(self, run: JobRun, outcome: str) -> None:
         with self._lock:
-            self._active.pop(run.job.job_id, None)
+            # The job's next attempt may have come back here already: only this attempt leaves.
+            if self._active.get(run.job.job_id) is run:
+                del self._active[run.job.job_id]
             self.stats[outcome] += 1
         self._slot_freed.set()
 

@@ -5,7 +5,9 @@ shutdown."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import time
 from typing import Any
 
@@ -116,6 +118,63 @@ def test_the_runtime_backs_off_while_the_api_is_down_then_claims(standin):
     finally:
         runtime.stop(timeout=10)
     assert len(api.sent["claim"]) >= 4
+
+
+def test_a_claim_whose_answer_did_not_come_is_sent_again_with_its_claim_id(standin):
+    api = ScriptedApi(standin.base_url, jobs=[make_job()])
+    api.raises["claim"] = [ApiUnavailable("connection reset"), ApiUnavailable("read timeout")]
+    runtime = scripted_runtime(api)
+    runtime.start()
+    try:
+        wait_for(lambda: runtime.stats["succeeded"] == 1 and len(api.sent["claim"]) >= 4, timeout=30, what="the job")
+    finally:
+        runtime.stop(timeout=10)
+    first, again, answered, after = api.sent["claim"][:4]
+    assert first == again == answered and first  # the same claim until it is answered
+    assert after != first  # then each claim has a claimId of its own
+
+
+def test_a_runtime_stopping_with_a_claim_unanswered_asks_it_once_more_and_runs_what_it_took(standin):
+    api = ScriptedApi(standin.base_url, jobs=[make_job()])
+    api.raises["claim"] = [ApiUnavailable("connection reset")]
+    runtime = scripted_runtime(api)
+    runtime.config = dataclasses.replace(runtime.config, grace_seconds=5.0)
+    runtime.start()
+    wait_for(lambda: api.sent["claim"], what="the first claim")
+    runtime.stop(timeout=15)
+    assert runtime.stats == {"succeeded": 1}
+    first, again = api.sent["claim"]
+    assert first == again
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "outcome", "code"),
+    [("lose", "abandoned", "JOB_NOT_ACTIVE"), ("request_cancel", "failed:JOB_CANCELLED", "JOB_CANCELLED")],
+)
+def test_a_model_call_its_attempt_stopped_waiting_for_is_reported_with_its_real_tokens(
+    standin, interrupt, outcome, code
+):
+    """A heartbeat says the lease is lost (or the job cancelled) in the middle of the
+    model call: the attempt ends at once, the call runs on and is charged, and its log
+    comes once it ends, with its tokens."""
+    nonce = f"interrupted-{interrupt}"
+    standin.model.add_faults([{"delay": 1.0, "match": nonce}])
+    api = ScriptedApi(standin.base_url)
+    runtime = scripted_runtime(api)
+    run = JobRun(runtime, make_job(params={"case": nonce}))
+    runtime._active[run.job.job_id] = run
+
+    def heartbeat_says() -> None:
+        wait_for(lambda: standin.model.snapshot_stats()["requests"] == 1, what="the model call")
+        getattr(run, interrupt)(*(["the lease lapsed"] if interrupt == "lose" else []))
+
+    threading.Thread(target=heartbeat_says, daemon=True).start()
+    run.run()
+    assert runtime.stats == {outcome: 1}
+    [[log]] = api.sent["invocation_logs"]
+    assert (log["errorCode"], log["httpStatus"]) == (code, 200)
+    assert log["totalTokens"] == standin.model.snapshot_stats()["tokens"] > 0
+    assert [f["error_code"] for f in api.sent["fail"]] == ([] if interrupt == "lose" else ["JOB_CANCELLED"])
 
 
 def test_shutdown_lets_jobs_run_for_the_grace_period_then_reports_them_retryable(standin):

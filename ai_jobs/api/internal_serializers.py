@@ -153,6 +153,15 @@ class PollSerializer(serializers.Serializer):
 CLAIM_INCLUDES = ("snapshot", "credential")
 
 
+class ClaimIdField(serializers.CharField):
+    """A string as sent: a number is not a claimId spelled another way."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ClaimSerializer(PollSerializer):
     include = serializers.ListField(
         child=serializers.ChoiceField(choices=CLAIM_INCLUDES),
@@ -160,6 +169,16 @@ class ClaimSerializer(PollSerializer):
         max_length=10,
         help_text="The fast path: each job also carries its snapshot and/or credential, and is "
         "already running (startedAt set) with its lease",
+    )
+    claimId = ClaimIdField(
+        required=False,
+        min_length=1,
+        max_length=64,
+        trim_whitespace=False,
+        help_text="Optional, 1 to 64 characters the runtime makes unique per claim, sent again unchanged when the "
+        "claim's answer did not come: the same claimId from the same instance answers the jobs that claim took "
+        "which this instance still holds, untouched since (no heartbeat, snapshot, credential, result or fail), "
+        "with their current leases, and locks nothing more. From another instance it is an ordinary claim",
     )
 
 

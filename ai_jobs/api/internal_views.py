@@ -72,9 +72,11 @@ class ClaimView(InternalView):
     def post(self, request: Request) -> HttpResponseBase:
         instance_id = instance_id_of(request)
         data = _valid(s.ClaimSerializer, request)
-        include = set(data.get("include") or ())
+        include, claim_id = set(data.get("include") or ()), data.get("claimId")
         if not include:
-            jobs = services.job_claim(job_types=data["capabilities"], limit=data["limit"], instance_id=instance_id)
+            jobs = services.job_claim(
+                job_types=data["capabilities"], limit=data["limit"], instance_id=instance_id, claim_id=claim_id
+            )
             return Response(s.jobs_body(jobs))
         started = services.job_claim_started(
             job_types=data["capabilities"],
@@ -82,6 +84,7 @@ class ClaimView(InternalView):
             instance_id=instance_id,
             snapshot="snapshot" in include,
             credential="credential" in include,
+            claim_id=claim_id,
         )
         response = _json_text('{"jobs":[' + ",".join(_started_text(job) for job in started) + "]}")
         if "credential" in include:

@@ -94,6 +94,10 @@ class AiRuntimeJob(UserPublicId, models.Model):
     locked_by = models.CharField(max_length=128, null=True, blank=True)
     locked_at = models.DateTimeField(null=True, blank=True)
     lock_until = models.DateTimeField(null=True, blank=True)
+    # The ``claimId`` of the claim that took the lease while nothing has touched the job
+    # since (a heartbeat, a snapshot or credential call clears it): the same claim sent
+    # again, its answer lost, is answered with these jobs instead of locking more.
+    claim_id = models.CharField(max_length=64, null=True, blank=True)
     # When the current attempt runs out of ``timeout_seconds``, in epoch milliseconds:
     # an integer so lock and claim can set it as ``now + timeout_seconds * 1000`` in
     # one portable statement, whatever the database.

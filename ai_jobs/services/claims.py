@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -105,14 +108,89 @@ def _trial(take: Callable[[int], list[AiRuntimeJob]]) -> list[AiRuntimeJob]:
         return take(free) if free > 0 else []
 
 
-def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False) -> list[AiRuntimeJob]:
+# How long a claimId is remembered, in leases: past its lease a claim's jobs are no longer
+# its own to answer, and a claim sent later is only ever answered with nothing.
+CLAIM_ID_REMEMBERED_LEASES = 10
+# How long after the first claim a claim sent again waits for the first's jobs, should the
+# first still be taking them (its runtime gave up waiting for a slow answer).
+CLAIM_SETTLE_SECONDS = 2.0
+
+
+def _claim_key(instance_id: str, claim_id: str) -> str:
+    digest = hashlib.sha256(f"{instance_id}\n{claim_id}".encode()).hexdigest()[:40]
+    return f"ai-claim:{digest}"
+
+
+def _claim_first_made(instance_id: str, claim_id: str) -> float | None:
+    """When this instance first sent ``claim_id`` (epoch seconds), or None when this is
+    the first time: one atomic add in the cache every web process shares, nothing on the
+    database, so a claim costs one round trip to the cache more. A cache that cannot be
+    reached remembers nothing: the claim is then an ordinary one."""
+    key = _claim_key(instance_id, claim_id)
+    try:
+        if cache.add(key, time.time(), timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS):
+            return None
+        first = cache.get(key)
+    except Exception as error:  # a cache outage must not stop claims (see the docstring)
+        logger.warning("a claimId is not remembered: the cache cannot be reached (%s)", type(error).__name__)
+        return None
+    return float(first) if isinstance(first, int | float) else None  # gone meanwhile: a claim of its own
+
+
+def _claim_forget(instance_id: str, claim_id: str) -> None:
+    """A claim that raised took nothing: the same claimId again is a claim of its own."""
+    with contextlib.suppress(Exception):
+        cache.delete(_claim_key(instance_id, claim_id))
+
+
+def _claimed_again(*, instance_id: str, claim_id: str, first_made: float) -> list[AiRuntimeJob]:
+    """The first claim's jobs; none yet while it may still be taking them: asked again
+    until ``CLAIM_SETTLE_SECONDS`` after it (a claim that found nothing is answered
+    nothing then)."""
+    # Bounded by this process's clock too: another web host's may be off.
+    until = time.monotonic() + max(0.0, min(CLAIM_SETTLE_SECONDS, first_made + CLAIM_SETTLE_SECONDS - time.time()))
+    while True:
+        jobs = transitions.claimed_again(claim_id=claim_id, instance_id=instance_id, now=timezone.now())
+        if jobs or time.monotonic() >= until:
+            return jobs
+        time.sleep(0.1)
+
+
+def job_claim(
+    *, job_types: Sequence[str], limit: int, instance_id: str, start: bool = False, claim_id: str | None = None
+) -> list[AiRuntimeJob]:
     """One statement, atomic on its own: picking and locking happen together. While
     the breaker is half-open, a second step adds trial platform-key jobs. ``start``:
-    the jobs go straight to ``running`` (the fast path, ``job_claim_started``)."""
+    the jobs go straight to ``running`` (the fast path, ``job_claim_started``).
+
+    ``claim_id`` (contract §3, "a lost answer costs nothing"): sent again by the same
+    instance, the claim answers the jobs it took that this instance still holds,
+    untouched since, with their current leases, and locks nothing more."""
+    if claim_id is None:
+        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=None)
+    first_made = _claim_first_made(instance_id, claim_id)
+    if first_made is not None:
+        return _claimed_again(instance_id=instance_id, claim_id=claim_id, first_made=first_made)
+    try:
+        return _claim(job_types=job_types, limit=limit, instance_id=instance_id, start=start, claim_id=claim_id)
+    except BaseException:
+        _claim_forget(instance_id, claim_id)
+        raise
+
+
+def _claim(
+    *, job_types: Sequence[str], limit: int, instance_id: str, start: bool, claim_id: str | None
+) -> list[AiRuntimeJob]:
     limit, now = min(limit, selectors.POLL_MAX), timezone.now()
     job_types = pauses.unpaused(job_types)  # a paused type's jobs wait
     jobs = transitions.claim(
-        job_types=job_types, limit=limit, instance_id=instance_id, now=now, lease=lease_length(), start=start
+        job_types=job_types,
+        limit=limit,
+        instance_id=instance_id,
+        now=now,
+        lease=lease_length(),
+        start=start,
+        claim_id=claim_id,
     )
     if len(jobs) < limit and job_types and quota_selectors.breaker_state_hint() == CircuitState.HALF_OPEN:
         jobs += _trial(
@@ -124,6 +202,7 @@ def job_claim(*, job_types: Sequence[str], limit: int, instance_id: str, start: 
                 lease=lease_length(),
                 trial=True,
                 start=start,
+                claim_id=claim_id,
             )
         )
         jobs.sort(key=lambda job: (job.priority, job.created_at, job.id))
@@ -141,7 +220,13 @@ class StartedJob:
 
 
 def job_claim_started(
-    *, job_types: Sequence[str], limit: int, instance_id: str, snapshot: bool, credential: bool
+    *,
+    job_types: Sequence[str],
+    limit: int,
+    instance_id: str,
+    snapshot: bool,
+    credential: bool,
+    claim_id: str | None = None,
 ) -> list[StartedJob]:
     """Claim with ``include``: the claim, then one read of every claimed
     job's consent, snapshot text and credential columns. Each job gets what the
@@ -149,8 +234,9 @@ def job_claim_started(
     ends ``cancelled`` (the snapshot call's ``JOB_NOT_ACTIVE``, after which a runtime
     drops it); a credential that cannot be resolved fails the job with
     ``CREDENTIAL_RESOLVE_FAILED``, as the reference runtime reports it. Neither is in
-    the answer."""
-    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True)
+    the answer. The same ``claim_id`` again hands its untouched jobs out again: its
+    answer, with all they carried, was lost."""
+    jobs = job_claim(job_types=job_types, limit=limit, instance_id=instance_id, start=True, claim_id=claim_id)
     now = timezone.now()
     rows = leases.claimed_jobs(
         job_ids=[job.id for job in jobs], instance_id=instance_id, now=now, snapshot=snapshot, credential=credential

@@ -53,7 +53,9 @@ def result_submit(
     notice and the attempt's ``invocation_logs`` (stored as ``invocation-logs`` would
     store them). A resubmission of the same output answers as a duplicate and stores
     nothing, logs included. A job whose consent was withdrawn ends ``cancelled``
-    instead, with nothing stored.
+    instead, with nothing stored. An attempt that is not the job's current one is
+    refused as ``JOB_NOT_ACTIVE`` whatever became of the later attempt:
+    ``RESULT_ALREADY_EXISTS`` is only for a different output of the attempt that succeeded.
 
     The writes are plain statements, in order, inside the transaction: the job's move,
     the result, its outputs, the notice (which may read the outputs back), the usage."""
@@ -100,13 +102,16 @@ def result_submit(
             metrics.jobs_finished(status=JobStatus.SUCCEEDED, job_types=[job.job_type])
             metrics.tokens_reported(api_key_mode=job.api_key_mode, tokens=result.total_tokens + calls.tokens)
             return SubmittedResult(job_id=job_id, result_id=result.id, duplicate=False)
-    existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key").first()
+    existing = AiRuntimeResult.objects.filter(job_id=job_id).only("id", "idempotency_key", "attempt_no").first()
     if existing is None:
         # Consent withdrawn while the model ran: nothing is stored, published or charged.
         raise cancel_for_withdrawn_consent(job_id, instance_id, attempt_no)
     if existing.idempotency_key == key:
         return SubmittedResult(job_id=job_id, result_id=existing.id, duplicate=True)
-    raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")
+    if existing.attempt_no == attempt_no:
+        raise DomainError(ErrorCode.RESULT_ALREADY_EXISTS, f"Job {job_id} already has a different result")
+    # Another attempt's result, whatever it holds: this attempt is stale, its lease long over.
+    raise refusal(job_id, instance_id, attempt_no)
 
 
 _RESULT_FIELDS = AiRuntimeResult._meta.concrete_fields
@@ -157,7 +162,8 @@ class FailOutcome:
 
 
 def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str, error_message: str) -> FailOutcome:
-    """A runtime reports a failure; whether its error code is retryable decides (``RuntimeErrorCode``)."""
+    """A runtime reports a failure; whether its error code is retryable decides (``RuntimeErrorCode``).
+    The same failure sent again once it was taken (its answer lost) answers what it did."""
     code = RuntimeErrorCode.from_code(error_code)
     now = timezone.now()
     with transaction.atomic():
@@ -177,9 +183,37 @@ def job_fail(*, job_id: str, instance_id: str, attempt_no: int, error_code: str,
                 jobs=[FinishedJob(job_id, moved.user_id, moved.job_type, moved.target_type, moved.target_id, code.code)]
             )
     if moved is None:
+        taken = _fail_taken(job_id=job_id, instance_id=instance_id, attempt_no=attempt_no, code=code)
+        if taken is not None:
+            return taken
         raise refusal(job_id, instance_id, attempt_no)
     if moved.api_key_mode == ApiKeyMode.PLATFORM_KEY and code.code in quotas.MODEL_FAILURE_CODES:
         quotas.breaker_record_failure()
     if moved.status in (JobStatus.FAILED, JobStatus.CANCELLED):
         metrics.jobs_finished(status=moved.status, job_types=[moved.job_type], error_code=code.code)
     return FailOutcome(job_id=job_id, status=moved.status, retry_count=moved.retry_count)
+
+
+def _fail_taken(*, job_id: str, instance_id: str, attempt_no: int, code: RuntimeErrorCode) -> FailOutcome | None:
+    """The outcome of this very failure, taken before (the same attempt and code), while
+    the job has begun no other attempt; None when it is not that. Read on the refusal's
+    path only: a first failure never pays for it. Where the job stands must be a place
+    this failure could have moved it to, so an expiry by the reaper is not taken for it."""
+    job = (
+        AiRuntimeJob.objects.filter(id=job_id)
+        .only("status", "attempt_no", "error_code", "retry_count", "locked_by")
+        .first()
+    )
+    if job is None or job.attempt_no != attempt_no or job.error_code != code.code:
+        return None
+    if code is RuntimeErrorCode.JOB_CANCELLED:
+        could = {JobStatus.CANCELLED}
+    elif code.retryable:
+        could = {JobStatus.PENDING, JobStatus.FAILED, JobStatus.CANCELLED}
+    else:
+        could = {JobStatus.FAILED, JobStatus.CANCELLED}
+    # A failure that ends the job keeps its holder; one sent back to pending leaves none.
+    holder = job.locked_by is None if job.status == JobStatus.PENDING else job.locked_by == instance_id
+    if job.status not in could or not holder:
+        return None
+    return FailOutcome(job_id=job_id, status=job.status, retry_count=job.retry_count)

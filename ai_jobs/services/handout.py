@@ -59,7 +59,8 @@ def leased(job_id: str, instance_id: str, *, snapshot: bool = False, credential:
     the caller gets ``409 JOB_NOT_ACTIVE`` (consent holds for the job's whole life).
     The attempt's first snapshot or credential call starts it, as a heartbeat would:
     one more statement, once an attempt, for a runtime that asks before it heartbeats
-    (a heartbeat that started it meanwhile leaves nothing to do)."""
+    (a heartbeat that started it meanwhile leaves nothing to do). Either shows the
+    claim's answer arrived: the claim sent again no longer answers the job."""
     now = timezone.now()
     job = leases.leased_job(job_id=job_id, instance_id=instance_id, now=now, snapshot=snapshot, credential=credential)
     if job is None:
@@ -68,6 +69,8 @@ def leased(job_id: str, instance_id: str, *, snapshot: bool = False, credential:
         raise cancel_for_withdrawn_consent(job_id, instance_id)
     if job.status == JobStatus.LOCKED:
         transitions.start(job_id=job_id, instance_id=instance_id, attempt_no=job.attempt_no, now=now)
+    elif job.claimed:  # started by its claim (``include``), touched now for the first time
+        transitions.unclaim(job_id=job_id)
     return job
 
 

@@ -97,6 +97,13 @@ class StandinModel:
                 return fault
         return Fault.from_markers(text)
 
+    def served(self, usage: Any) -> None:
+        """Count an answer sent: ``tokens`` in the stats, what a provider would charge."""
+        if isinstance(usage, dict):
+            with self._lock:
+                self.stats["tokens"] += int(usage.get("total_tokens") or 0)
+                self.stats["answers"] += 1
+
     def snapshot_stats(self) -> dict[str, Any]:
         with self._lock:
             return {"requests": sum(v for k, v in self.stats.items() if k.startswith("job:")), **self.stats}

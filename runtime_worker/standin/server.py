@@ -97,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
         self._send(answer.status, answer.body)
+        # What the model served, once the answer is on its way (every token of it is charged).
+        self.server.model.served((answer.body or {}).get("usage"))
 
     def do_DELETE(self) -> None:
         if self.path.rstrip("/") == "/_standin/faults":

@@ -6,7 +6,9 @@
 - ``PrivateRedis``: a ``redis-server`` on a free port that keeps nothing on disk,
   killed with SIGKILL and started again on the same port (empty, as after a crash);
 - ``TcpProxy``: a TCP relay to a server that cannot be stopped (the shared RabbitMQ):
-  ``cut()`` resets every relayed connection and refuses new ones until ``restore()``.
+  ``cut()`` resets every relayed connection and refuses new ones until ``restore()``;
+  between an HTTP client and server, an unreliable network too: lost answers,
+  resets, latency and partitions.
 
 Import the fixtures (``private_redis``) into a test module."""
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -155,21 +158,95 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.kill()
 
 
-# --- a TCP relay that can be cut ------------------------------------------------------------------
+# --- a TCP relay that can be cut, and a network that misbehaves ----------------------------------
 
 
 class TcpProxy:
     """Relays 127.0.0.1:``port`` to ``upstream``. ``cut()`` resets every relayed
     connection (RST, as a broker that dies) and closes the listener, so new
-    connections are refused; ``restore()`` listens again on the same port."""
+    connections are refused; ``restore()`` listens again on the same port.
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    Between an HTTP client and server it is also an unreliable network, each fault
+    decided per request (a chunk from the client that starts with an HTTP method):
+    ``lose_rate`` forwards the request and loses its answer (the connection is reset
+    when the answer comes: the server did the work, the client never hears of it),
+    ``reset_rate`` resets the connection before the request reaches the server,
+    ``latency`` delays every chunk, and ``lose_next(marker)`` loses the answer of the
+    next request whose first line holds ``marker``. ``partition()`` holds every byte in
+    both directions (new connections are accepted, and wait too) until ``heal()``:
+    a client sees timeouts, and what it sent arrives once the network heals, as TCP
+    delivers it. ``record(marker)`` keeps the answers of matching requests as the
+    server sent them, delivered or not (``answers``)."""
+
+    def __init__(self, upstream: tuple[str, int], *, seed: int = 0) -> None:
         self.upstream = upstream
         self.port = 0
+        self.lose_rate = 0.0
+        self.reset_rate = 0.0
+        self.latency = 0.0
+        self.lost: list[str] = []  # the request lines whose answers were lost
+        self.resets: list[str] = []  # the request lines reset before reaching the server
+        # (time.monotonic() the request went to the server and its answer came, request line, body)
+        self.answers: list[tuple[float, float, str, bytes]] = []
+        self._recorded: list[str] = []
+        self._lose_next: list[str] = []
+        self._random = random.Random(seed)
+        self._healed = threading.Event()
+        self._healed.set()
+        self.partitions: list[tuple[float, float | None]] = []  # (start, end) in time.monotonic()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self.restore()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- faults ----------------------------------------------------------------------------
+
+    def lose_next(self, marker: str) -> None:
+        with self._lock:
+            self._lose_next.append(marker)
+
+    def record(self, marker: str) -> None:
+        self._recorded.append(marker)
+
+    def partition(self) -> None:
+        with self._lock:
+            if self._healed.is_set():
+                self.partitions.append((time.monotonic(), None))
+            self._healed.clear()
+
+    def heal(self) -> None:
+        with self._lock:
+            if not self._healed.is_set():
+                start, _ = self.partitions[-1]
+                self.partitions[-1] = (start, time.monotonic())
+            self._healed.set()
+
+    def partition_for(self, seconds: float) -> threading.Timer:
+        """A partition now, healed ``seconds`` later (a timer thread)."""
+        self.partition()
+        timer = threading.Timer(seconds, self.heal)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _fault(self, line: str) -> str | None:
+        with self._lock:
+            for index, marker in enumerate(self._lose_next):
+                if marker in line:
+                    del self._lose_next[index]
+                    return "lose"
+            roll = self._random.random()
+        if roll < self.reset_rate:
+            return "reset"
+        if roll < self.reset_rate + self.lose_rate:
+            return "lose"
+        return None
+
+    # --- the relay ---------------------------------------------------------------------------
 
     def restore(self) -> None:
         listener = socket.socket()
@@ -189,11 +266,10 @@ class TcpProxy:
         with self._lock:
             sockets, self._sockets = self._sockets, set()
         for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                sock.close()
+            _reset(sock)
 
     def close(self) -> None:
+        self.heal()
         self.cut()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -202,35 +278,100 @@ class TcpProxy:
                 client, _ = listener.accept()
             except OSError:
                 return
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-                server.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                if self._listener is not listener:  # cut meanwhile
-                    client.close()
-                    server.close()
-                    return
-                self._sockets |= {client, server}
-            threading.Thread(target=self._relay, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._connect, args=(listener, client), daemon=True).start()
 
-    def _relay(self, a: socket.socket, b: socket.socket) -> None:
+    def _connect(self, listener: socket.socket, client: socket.socket) -> None:
+        self._healed.wait()  # a partition: the connection is not made until it heals
+        try:
+            server = socket.create_connection(self.upstream, timeout=5)
+            server.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            if self._listener is not listener:  # cut meanwhile
+                client.close()
+                server.close()
+                return
+            self._sockets |= {client, server}
+        self._relay(client, server)
+
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        lose, line, answer, sent = False, "", b"", 0.0
+        waiting = False  # a recorded request's answer is not whole yet: read it, whatever the client does
+        ends = [client, server]
         try:
             while True:
-                readable, _, _ = select([a, b], [], [], 1.0)
+                readable, _, _ = select(ends, [], [], 1.0)
                 for sock in readable:
                     data = sock.recv(65536)
+                    if not data and sock is client and waiting:
+                        ends = [server]  # the client gave up: the server still answers, and is heard
+                        continue
                     if not data:
                         raise OSError("closed")
-                    (b if sock is a else a).sendall(data)
+                    received = time.monotonic()  # when the server answered, were the network cut
+                    self._healed.wait()  # a partition holds every byte until it heals
+                    if self.latency:
+                        time.sleep(self.latency)
+                    if sock is client:
+                        request = _request_line(data)
+                        if request is not None:
+                            line, answer = request, b""
+                            fault = self._fault(line)
+                            if fault == "reset":
+                                self.resets.append(line)
+                                raise OSError("reset")
+                            lose = fault == "lose"
+                            waiting = any(marker in line for marker in self._recorded)
+                        server.sendall(data)
+                        sent = time.monotonic()
+                        continue
+                    if waiting:
+                        answer = self._keep(line, answer + data, sent, received)
+                        waiting = bool(answer)
+                    if lose or client not in ends:
+                        if lose and not waiting:
+                            self.lost.append(line)
+                        if not waiting:
+                            raise OSError("lost")
+                        continue
+                    client.sendall(data)
         except (OSError, ValueError):
-            for sock in (a, b):
-                with contextlib.suppress(OSError):
-                    sock.close()
+            for sock in (client, server):
+                _reset(sock)
             with self._lock:
-                self._sockets -= {a, b}
+                self._sockets -= {client, server}
+
+    def _keep(self, line: str, answer: bytes, sent: float, received: float) -> bytes:
+        """Record the answer once whole (its Content-Length); what is left to gather."""
+        head, sep, body = answer.partition(b"\r\n\r\n")
+        if not sep:
+            return answer
+        length = next(
+            (int(h.split(b":", 1)[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")), 0
+        )
+        if len(body) < length:
+            return answer
+        self.answers.append((sent, received, line, body[:length]))
+        return b""
+
+
+_METHODS = (b"GET ", b"POST ", b"PUT ", b"PATCH ", b"DELETE ", b"HEAD ")
+
+
+def _request_line(data: bytes) -> str | None:
+    if not data.startswith(_METHODS):
+        return None
+    return data.split(b"\r\n", 1)[0].decode("latin-1")
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with an RST, as a network that drops a connection does."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> int | None:

@@ -119,8 +119,14 @@ def api_server(
         if connection.vendor != "postgresql":
             pytest.skip("the end-to-end runtime tests need PostgreSQL")
         env = server_env(standin)
+    with serve_api(env, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_api(env: dict[str, str], log: Path) -> Iterator[str]:
+    """gunicorn with ``env`` (``server_env``'s), ready; its base URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*GUNICORN, "--bind", f"127.0.0.1:{port}"],

@@ -66,8 +66,8 @@ class ScriptedApi:
             if self.raises[name]:
                 raise self.raises[name].pop(0)
 
-    def claim(self, capabilities: list[str], limit: int) -> list[Job]:
-        self._call("claim")
+    def claim(self, capabilities: list[str], limit: int, *, claim_id: str | None = None) -> list[Job]:
+        self._call("claim", claim_id)
         with self._lock:
             taken, self.jobs = self.jobs[:limit], self.jobs[limit:]
         return taken
