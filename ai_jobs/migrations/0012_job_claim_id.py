@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ai_jobs', '0009_job_rerun_as_and_names'),
+        ('ai_jobs', '0011_job_table_heartbeats_hot'),
     ]
 
     operations = [
