@@ -21,7 +21,7 @@ os.environ["ASYNCH_ALLOWED_MODEL_HOSTS"] = MODEL_HOSTS
 @pytest.fixture(autouse=True)
 def _runtime_settings(settings: LazySettings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.RUNTIME_SERVICE_TOKENS = [RUNTIME_TOKEN, "test-runtime-token-next"]
+    settings.RUNTIME_SERVICE_TOKENS = [RUNTIME_TOKEN, "test-runtime-token-next-0123456789abcdef"]
     settings.PLATFORM_DEEPSEEK_API_KEY = "sk-platform-test-key"
     settings.RUNTIME_THROTTLE_RATE = "100000/min"
     settings.USER_THROTTLE_RATE = "100000/min"
