@@ -33,7 +33,9 @@ def _absolute(url: str) -> str:
     ``ASYNCH_PUBLIC_BASE_URL`` (a webhook has no request to take a host from)."""
     if "://" in url:
         return url
-    base = settings.ASYNCH_PUBLIC_BASE_URL or f"http://{next(iter(settings.ALLOWED_HOSTS), 'localhost')}"
+    # A host pattern (``*``, ``.example.com``) names no host a receiver could call.
+    named = [host for host in settings.ALLOWED_HOSTS if host and host != "*" and not host.startswith(".")]
+    base = settings.ASYNCH_PUBLIC_BASE_URL or f"https://{named[0] if named else 'localhost'}"
     return urljoin(base.rstrip("/") + "/", url.lstrip("/"))
 
 

@@ -267,7 +267,9 @@ def problem(url: str, allow_list: str) -> str | None:
         kind = address_kind(sockaddr[0])
         if kind:
             host = _normalize(target.host)
-            what = f"is {kind}" if sockaddr[0] == host else f"resolves to {kind} ({sockaddr[0]})"
+            what = (
+                f"is {kind}" if sockaddr[0] == host else f"resolves to {kind}"
+            )  # never which: no probe of private DNS
             return f"{host} {what}: it may be named only when {allow_list} lists it."
     return None
 

@@ -166,6 +166,12 @@ def test_backoff_doubles_with_jitter_and_honours_retry_after():
     now = timezone.now()
     assert outbox.retry_after_seconds("Wed, 21 Oct 2065 07:28:00 GMT", now=now) > 0
     assert outbox.retry_after_seconds("soon") is None
+    # a receiver's value is bounded: no date arithmetic overflows on it, no odd digit is read
+    week = 7 * 86400
+    assert outbox.retry_after_seconds("9" * 400) == week
+    assert outbox.retry_after_seconds("Fri, 31 Dec 9999 23:59:59 GMT", now=now) == week
+    assert outbox.retry_after_seconds("\u00b2") is None
+    assert timezone.now() + dt.timedelta(seconds=outbox.retry_after_seconds("9" * 400)) > now
 
 
 def test_a_claim_whose_task_died_is_taken_back_by_the_dispatcher(recorder: Recorder):

@@ -133,3 +133,19 @@ def test_one_new_token_registered_at_once_from_many_requests_is_one_device():
     answers = run_together(6, lambda _: register(learner.twin(), "ios", IOS_TOKEN).status_code)
     assert sorted(answers) == [200] * 5 + [201]
     assert Device.objects.count() == 1
+
+
+def test_every_bad_field_is_named_at_once():
+    learner = Learner()
+    body = {"platform": "ios", "token": "g" * 64, "locale": "en_US!", "appVersion": "v" * 65}
+    response = learner.client.post("/ai/devices", body, format="json")
+    assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert set(response.json()["error"]["fields"]) == {"token", "locale", "appVersion"}
+
+
+def test_an_ios_token_in_either_case_is_one_device():
+    learner = Learner()
+    first = register(learner, "ios", IOS_TOKEN.lower())
+    again = register(learner, "ios", IOS_TOKEN.upper())
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"] and Device.objects.count() == 1

@@ -39,7 +39,9 @@ def test_internal_api_needs_a_runtime_token(runtime):
 def test_x_internal_api_key_and_a_rotated_second_token_both_work():
     job = JobFactory()
     client = RuntimeClient("runtime-9")
-    client.client.credentials(HTTP_X_INTERNAL_API_KEY="test-runtime-token-next-0123456789abcdef", HTTP_X_RUNTIME_INSTANCE_ID="runtime-9")
+    client.client.credentials(
+        HTTP_X_INTERNAL_API_KEY="test-runtime-token-next-0123456789abcdef", HTTP_X_RUNTIME_INSTANCE_ID="runtime-9"
+    )
     assert client.lock(job.id).status_code == 200
 
 

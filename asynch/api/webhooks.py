@@ -84,8 +84,8 @@ class EndpointDeletedSerializer(serializers.Serializer):
 
 
 class DeliveriesQuerySerializer(serializers.Serializer):
-    endpointId = serializers.CharField(max_length=64, required=False)
-    status = serializers.ChoiceField(choices=list(selectors.WIRE_STATUSES), required=False)
+    endpointId = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    status = serializers.ChoiceField(choices=list(selectors.WIRE_STATUSES), required=False, allow_blank=True)
 
 
 class DeliverySerializer(serializers.Serializer):
@@ -240,12 +240,14 @@ class _DeliveryPages(ContractCursorPagination):
     responses=page_of(DeliverySerializer),
 )
 class DeliveryListView(WebhookView):
-    """Recent deliveries, newest first."""
-
-    error_codes = ()
+    """Recent deliveries, newest first, of every endpoint of the tenant or of one
+    (`endpointId`), in one status or all. An `endpointId` that is not the tenant's answers
+    as a missing one."""
 
     def get(self, request: Request) -> Response:
         query = _valid(DeliveriesQuerySerializer, request.query_params)
+        if query.get("endpointId"):
+            webhooks.endpoint_get(owner_id=self.owner(request), endpoint_id=query["endpointId"])
         rows = selectors.webhook_deliveries_list(
             owner_id=self.owner(request), endpoint_id=query.get("endpointId"), status=query.get("status")
         )

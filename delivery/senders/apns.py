@@ -27,7 +27,7 @@ from delivery.senders.tls import ssl_context
 from delivery.services.outbox import Answer, Outcome, retry_after_seconds
 
 TOKEN_REUSE_SECONDS = 40 * 60  # inside the reuse window of contract 11.2 (tests/test_push.py checks it)
-_DEAD_TOKEN_REASONS = {"BadDeviceToken", "DeviceTokenNotForTopic", "Unregistered"}
+_DEAD_TOKEN_REASONS = {"BadDeviceToken", "DeviceTokenNotForTopic"}  # with a 400; a 410 whatever its reason
 _PROVIDER_TOKEN_REASONS = {"ExpiredProviderToken", "InvalidProviderToken"}
 
 

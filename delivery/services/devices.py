@@ -33,20 +33,22 @@ _LOCALE_MAX = 35
 _APP_VERSION_MAX = 64
 
 
-def _invalid(field: str, message: str) -> DomainError:
-    return DomainError(ErrorCode.VALIDATION_ERROR, message, fields={field: [message]})
-
-
 def _validated(platform: str, token: str, locale: str | None, app_version: str | None) -> None:
-    if platform not in _TOKEN_RULES:
-        raise _invalid("platform", "platform is ios or android")
-    pattern, rule = _TOKEN_RULES[Platform(platform)]
-    if not isinstance(token, str) or pattern.fullmatch(token) is None:
-        raise _invalid("token", rule)
+    """Every bad field named at once (contract section 1), not the first one alone."""
+    problems: dict[str, str] = {}
+    rule = _TOKEN_RULES.get(platform) if isinstance(platform, str) else None
+    if rule is None:
+        problems["platform"] = "platform is ios or android"
+    elif not isinstance(token, str) or rule[0].fullmatch(token) is None:
+        problems["token"] = rule[1]
     if locale is not None and (len(locale) > _LOCALE_MAX or _LOCALE.fullmatch(locale) is None):
-        raise _invalid("locale", "locale is a BCP 47 language tag such as en, zh-Hans-CN")
+        problems["locale"] = "locale is a BCP 47 language tag such as en, zh-Hans-CN"
     if app_version is not None and len(app_version) > _APP_VERSION_MAX:
-        raise _invalid("appVersion", f"appVersion is at most {_APP_VERSION_MAX} characters")
+        problems["appVersion"] = f"appVersion is at most {_APP_VERSION_MAX} characters"
+    if problems:
+        raise DomainError(
+            ErrorCode.VALIDATION_ERROR, "; ".join(problems.values()), fields={k: [v] for k, v in problems.items()}
+        )
 
 
 def token_digest(token: str) -> str:
@@ -59,6 +61,8 @@ def device_register(
     """Register a device for the user; ``(device, created)``. A token already known
     is that device: its locale and app version updated, moved to this user, enabled."""
     _validated(platform, token, locale, app_version)
+    if platform == Platform.IOS:
+        token = token.lower()  # hexadecimal: one token however the app spells it, so one device
     digest = token_digest(token)
     now = timezone.now()
     with transaction.atomic():

@@ -53,18 +53,22 @@ def schedule_parse(text: str) -> FixedSchedule:
     return FixedSchedule(tuple(intervals))
 
 
+# A receiver's Retry-After is a value from outside: bounded, so no date arithmetic overflows.
+MAX_RETRY_AFTER_SECONDS = 7 * 86400
+
+
 def retry_after_seconds(value: str | None, *, now: dt.datetime | None = None) -> float | None:
-    """A ``Retry-After`` header's wait in seconds (delay-seconds or an HTTP date), or
-    ``None`` for none or one that cannot be read."""
+    """A ``Retry-After`` header's wait in seconds (delay-seconds or an HTTP date), at most
+    ``MAX_RETRY_AFTER_SECONDS``, or ``None`` for none or one that cannot be read."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_SECONDS)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, (when - (now or timezone.now())).total_seconds())
+    return min(max(0.0, (when - (now or timezone.now())).total_seconds()), MAX_RETRY_AFTER_SECONDS)

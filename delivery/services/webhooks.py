@@ -28,6 +28,7 @@ import functools
 import json
 import secrets
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
+from urllib3.util import Timeout
 
 from config import keyring, outbound
 from config.errors import DomainError, ErrorCode
@@ -289,9 +291,13 @@ class WebhookSender(outbox.Sender):
 
     def _post(self, url: str, headers: dict[str, str], body: str) -> outbox.Answer:
         retry = outbox.Outcome.RETRY
+        limit = settings.WEBHOOK_TIMEOUT_SECONDS
+        started = time.monotonic()
         try:
+            # urllib3's total bounds the connect, the send and the answer's head together:
+            # the try's whole time, not each read.
             with _session().post(
-                url, data=body.encode(), headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS, stream=True
+                url, data=body.encode(), headers=headers, timeout=Timeout(total=limit), stream=True
             ) as response:
                 code = response.status_code
         except outbound.OutboundRefused as refused:
@@ -301,6 +307,8 @@ class WebhookSender(outbox.Sender):
             return outbox.Answer(retry, error=f"no answer within {settings.WEBHOOK_TIMEOUT_SECONDS:g}s")
         except requests.RequestException as error:
             return outbox.Answer(retry, error=f"could not connect ({type(error).__name__})")
+        if time.monotonic() - started > limit:  # a 2xx counts only within the try's time
+            return outbox.Answer(retry, status_code=code, error=f"no answer within {limit:g}s")
         if 200 <= code < 300:
             return outbox.Answer(outbox.Outcome.DELIVERED, status_code=code)
         # What the receiver said is not kept: the platform never relays what a host answered.
