@@ -15,11 +15,12 @@ class DeviceRegisterSerializer(serializers.Serializer):
         help_text="The device's APNs token (64 to 200 hexadecimal characters) or FCM registration token "
         "(1 to 4096 characters of [A-Za-z0-9_:.-]); never returned",
     )  # fmt: skip
+    # Their bounds are the service's, checked with the token's rules so that every bad field is named at once.
     locale = serializers.CharField(
-        max_length=35, required=False, help_text="The device's language, a BCP 47 tag (default en)"
+        required=False, help_text="The device's language, a BCP 47 tag of at most 35 characters (default en)"
     )
     appVersion = serializers.CharField(
-        max_length=64, required=False, allow_blank=True, help_text="The app's version, as the app names it"
+        required=False, allow_blank=True, help_text="The app's version, as the app names it (at most 64 characters)"
     )
 
 
