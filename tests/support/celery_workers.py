@@ -82,7 +82,7 @@ def workers_fixture(tmp_path: Path) -> Iterator[Workers]:
 
 def kick(times: int = 1) -> None:
     """Wake the workers the way createTask and beat do: an ``asynch.tasks.work`` message."""
-    app = Celery("asynch-test")
+    app = Celery("asynch-test", set_as_current=False)  # the shared tasks stay the project app's
     # The URL is passed explicitly: CELERY_BROKER_URL in the environment (memory://
     # under make test) would win over a configured broker.
     with app.connection_for_write(settings.REDIS_URL) as conn:
@@ -94,7 +94,7 @@ def kick(times: int = 1) -> None:
 def dispatch_deliveries() -> None:
     """What beat sends every ``DELIVERY_DISPATCH_INTERVAL_SECONDS``: the outbox's due
     retries, sent by whichever worker takes the message."""
-    app = Celery("delivery-test")
+    app = Celery("delivery-test", set_as_current=False)
     with app.connection_for_write(settings.REDIS_URL) as conn:
         app.send_task("delivery.tasks.dispatch", connection=conn)
     app.close()
