@@ -53,6 +53,9 @@ NOT_A_USERS = {
     "sessions.Session",
     "admin.LogEntry",  # the operators' own log
     "quotas.ThrottleWindow",  # a minute's request count under a hash of who sent them, gone after the minute
+    "ai_jobs.JobTypePause",  # an operator's pause of a kind of work
+    "ai_jobs.BulkOperation",  # an operator's bulk operation: the filter and its counts
+    "delivery.WebhookEndpoint",  # a tenant's (a business service's), not a user's
 }
 
 

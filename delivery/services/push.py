@@ -32,7 +32,7 @@ from django.utils import timezone
 from config.ids import new_id
 from config.sql import fetch
 from delivery import queries
-from delivery.models import Device
+from delivery.models import Delivery, Device
 from delivery.services.devices import PUSH_KIND
 from delivery.services.outbox import deliveries_drop_of_owner, deliveries_enqueue, first_due
 
@@ -110,3 +110,9 @@ def pushes_write_many(*, events: list[PushEvent]) -> list[str]:
 
 def pushes_drop_of_user(*, user_id: int, reason: str) -> int:
     return len(deliveries_drop_of_owner(kind=PUSH_KIND, owner_id=str(user_id), reason=reason))
+
+
+def pushes_on_user_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
+    """``pre_delete`` of a user: their pushes go with them, with their attempts (a
+    delivery names its owner as a plain value, so no foreign key takes them)."""
+    Delivery.objects.filter(kind=PUSH_KIND, owner_id=str(instance.pk)).delete()

@@ -18,6 +18,8 @@ from ai_jobs.services import job_rerun
 from ai_jobs.services.handout import job_snapshot
 from asynch.models import AsynchModelStat
 from config.days import platform_day
+from delivery.models import Delivery
+from delivery.services.outbox import delivery_send
 from quotas.models import ApiKeyMode, CircuitBreakerEvent, CircuitState, PlatformDailyUsage, UserAiUsage
 from tests.support.api import ALL_TYPES, RuntimeClient
 from tests.support.factories import VALID_OUTPUTS, UserFactory
@@ -116,6 +118,9 @@ def learner_with_everything(runtime: RuntimeClient, *, tag: str = "x", **user_fi
     LearningProfileFactory(user=user)
     assert learner.patch("/ai/settings", {"timezone": "Asia/Shanghai"}).status_code == 200
     learner.credential()
+    # A phone: each notice below writes it a push, and the first is tried (the stand-in drops it).
+    phone = {"platform": "ios", "token": format(user.pk, "064x")}
+    assert learner.client.post("/ai/devices", phone, format="json").status_code == 201
     everything = Everything(learner=learner)
     for job_type in ALL_TYPES:
         everything.jobs[job_type] = run_job(runtime, create_job(learner, job_type, knowledge_base.id), tag=tag)
@@ -137,6 +142,9 @@ def learner_with_everything(runtime: RuntimeClient, *, tag: str = "x", **user_fi
     AiJobSnapshot.objects.filter(id=locked.snapshot_id).update(expires_at=timezone.now())
     runtime.lock(locked.id)
     job_snapshot(job_id=locked.id, instance_id=runtime.instance_id)
+    pushed = Delivery.objects.filter(owner_id=str(user.pk)).order_by("created_at").first()
+    assert pushed is not None, "a notice writes the learner's phone a push"
+    delivery_send(delivery_id=pushed.id)
     return everything
 
 
