@@ -17,7 +17,7 @@ from tests.support.ops import gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-TOKEN = "ops-runtime-token"
+TOKEN = "ops-runtime-token-for-the-test-servers"  # as long as production asks (DEBUG false)
 HOLD_SECONDS = 5.0
 
 

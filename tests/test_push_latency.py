@@ -26,7 +26,7 @@ pytestmark = [
 ]
 
 JOBS = 12
-RUNTIME = {"Authorization": "Bearer ops-runtime-token", "x-runtime-instance-id": "latency-runtime"}
+RUNTIME = {"Authorization": "Bearer ops-runtime-token-for-the-test-servers", "x-runtime-instance-id": "latency-runtime"}
 
 
 def test_a_push_reaches_each_device_within_3_seconds_of_the_results_answer(
