@@ -12,7 +12,6 @@ HTTP/2 connection per process carries every push (Apple asks providers to keep i
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import httpx
 import jwt
 from django.conf import settings
 
-from delivery.senders.tls import ssl_context
+from delivery.senders.tls import Http2Client
 from delivery.services.outbox import Answer, Outcome, retry_after_seconds
 
 TOKEN_REUSE_SECONDS = 40 * 60  # inside the reuse window of contract 11.2 (tests/test_push.py checks it)
@@ -72,31 +71,8 @@ class _ProviderToken:
             return self._token
 
 
-class _Connection:
-    """One HTTP/2 client per process (and per endpoint and trust), made lazily: a
-    forked worker makes its own."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._client: httpx.Client | None = None
-        self._made_for: tuple[Any, ...] = ()
-
-    def get(self) -> httpx.Client:
-        wanted = (os.getpid(), settings.APNS_ENDPOINT, settings.PUSH_CA_FILE, settings.PUSH_TIMEOUT_SECONDS)
-        with self._lock:
-            if self._client is None or self._made_for != wanted:
-                if self._client is not None and self._made_for[0] == wanted[0]:
-                    self._client.close()
-                self._client = httpx.Client(
-                    http2=True, verify=ssl_context(), trust_env=False, timeout=settings.PUSH_TIMEOUT_SECONDS,
-                    follow_redirects=False,
-                )  # fmt: skip
-                self._made_for = wanted
-            return self._client
-
-
 PROVIDER_TOKEN = _ProviderToken()
-CONNECTION = _Connection()
+CONNECTION = Http2Client("APNS_ENDPOINT")
 
 
 def _reason(response: httpx.Response) -> str:

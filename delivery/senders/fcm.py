@@ -8,7 +8,6 @@ is about to expire (google-auth's ``valid``), renewed at once when FCM answers `
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from django.conf import settings
 from google.auth.transport.requests import Request
 from google.oauth2 import service_account
 
-from delivery.senders.tls import requests_session, ssl_context
+from delivery.senders.tls import Http2Client, requests_session
 from delivery.services.outbox import Answer, Outcome, retry_after_seconds
 
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
@@ -64,28 +63,8 @@ class _Account:
             return self._project_id, str(credentials.token)
 
 
-class _Connection:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._client: httpx.Client | None = None
-        self._made_for: tuple[Any, ...] = ()
-
-    def get(self) -> httpx.Client:
-        wanted = (os.getpid(), settings.FCM_ENDPOINT, settings.PUSH_CA_FILE, settings.PUSH_TIMEOUT_SECONDS)
-        with self._lock:
-            if self._client is None or self._made_for != wanted:
-                if self._client is not None and self._made_for[0] == wanted[0]:
-                    self._client.close()
-                self._client = httpx.Client(
-                    http2=True, verify=ssl_context(), trust_env=False, timeout=settings.PUSH_TIMEOUT_SECONDS,
-                    follow_redirects=False,
-                )  # fmt: skip
-                self._made_for = wanted
-            return self._client
-
-
 ACCOUNT = _Account()
-CONNECTION = _Connection()
+CONNECTION = Http2Client("FCM_ENDPOINT")
 
 
 def _error(response: httpx.Response) -> tuple[str, str, list[dict[str, Any]]]:
