@@ -9,7 +9,10 @@ Both APIs' authentication classes use it; it sits in ``config`` because model-as
 imports nothing of the other apps. With ``REDIS_URL`` the counts and the blocks are
 every process's (one ``GET`` for a request that carries a credential, an ``INCR`` for a
 wrong one; never a database statement); without it, or while Redis cannot be
-reached, each process counts in its own memory."""
+reached, each process counts in its own memory. On the internal runtime API, the
+``GET`` of a right token's address rides in the throttle's own round trip to Redis
+(``quotas.throttles``, ``block_key``/``blocked_by``), so a runtime's request pays for
+no round trip of its own."""
 
 from __future__ import annotations
 
@@ -60,20 +63,31 @@ def _unreachable(error: Exception) -> None:
         logger.warning("Failed-authentication counts: Redis unreachable (%s); counting in this process", error)
 
 
+def block_key(request: Request) -> tuple[str, float]:
+    """The key that marks this request's address blocked now, and when its window ends:
+    for a caller that reads it in a round trip of its own (then ``blocked_by``)."""
+    _, key, ends = _keys(_address(request), time.time())
+    return key, ends
+
+
+def blocked_by(found: object, ends: float) -> float | None:
+    """``blocked``'s answer from the block key's value, read by the caller."""
+    return max(1.0, ends - time.time()) if found else None
+
+
 def blocked(request: Request) -> float | None:
     """Seconds until this request's address may try again, or None when it may now."""
-    now = time.time()
-    _, block_key, ends = _keys(_address(request), now)
+    key, ends = block_key(request)
     found = None
     if settings.REDIS_URL:
         try:
-            found = _client(settings.REDIS_URL).get(block_key)
+            found = _client(settings.REDIS_URL).get(key)
         except (redis.ConnectionError, redis.TimeoutError) as error:
             _unreachable(error)
-            found = _memory.get(block_key)
+            found = _memory.get(key)
     else:
-        found = _memory.get(block_key)
-    return max(1.0, ends - now) if found else None
+        found = _memory.get(key)
+    return blocked_by(found, ends)
 
 
 def failed(request: Request) -> None:
@@ -81,7 +95,7 @@ def failed(request: Request) -> None:
     when it is one past the limit, and marks the address blocked for the window."""
     now = time.time()
     limit, period = _rate()
-    count_key, block_key, ends = _keys(_address(request), now)
+    count_key, key_of_block, ends = _keys(_address(request), now)
     ttl = period + 1
     try:
         if not settings.REDIS_URL:
@@ -92,7 +106,7 @@ def failed(request: Request) -> None:
         pipe.expire(count_key, ttl, nx=True)
         count = int(pipe.execute()[0])
         if count > limit:
-            client.set(block_key, 1, ex=ttl)
+            client.set(key_of_block, 1, ex=ttl)
     except (redis.ConnectionError, redis.TimeoutError) as error:
         if settings.REDIS_URL:
             _unreachable(error)
@@ -103,7 +117,7 @@ def failed(request: Request) -> None:
             _memory.add(count_key, 1, timeout=ttl)
             count = 1
         if count > limit:
-            _memory.set(block_key, 1, timeout=ttl)
+            _memory.set(key_of_block, 1, timeout=ttl)
     if count > limit:
         raise exceptions.Throttled(wait=max(1.0, ends - now))
 

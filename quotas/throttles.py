@@ -28,7 +28,7 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from accounts.usernames import username_key
-from config import sql
+from config import auth_failures, sql
 from config.rates import parse_rate as parse_rate
 from quotas import queries
 
@@ -93,28 +93,36 @@ def _count_in_database(key: str, ttl: int, now: float) -> int:
     return count
 
 
-def _count(key: str, ttl: int, now: float) -> int:
+def _count(key: str, ttl: int, now: float, *, also_get: str | None = None) -> tuple[int, bool | None]:
+    """The window's count after this request; and, with ``also_get``, whether that key is
+    set, read in the same round trip (None when it was not read: no Redis, or Redis down)."""
     client = _redis()
     if client is None:
         try:
-            return _count_in_database(key, ttl, now)
+            return _count_in_database(key, ttl, now), None
         except (OperationalError, InterfaceError) as error:
             _warn_unreachable(error, "the database")
-            return _count_in(_fallback, key, ttl)
+            return _count_in(_fallback, key, ttl), None
     try:
         pipe = client.pipeline(transaction=False)
         pipe.incr(key)
         pipe.expire(key, ttl, nx=True)
-        count, _ = pipe.execute()
-        return int(count)
+        if also_get is not None:
+            pipe.exists(also_get)
+        count, _, *found = pipe.execute()
+        return int(count), bool(found[0]) if found else None
     except (redis.ConnectionError, redis.TimeoutError) as error:
         _warn_unreachable(error)
-        return _count_in(_fallback, key, ttl)
+        return _count_in(_fallback, key, ttl), None
 
 
 class FixedWindowThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""
+    # Whether this throttle also refuses an address blocked for guessing credentials
+    # (``config.auth_failures``), reading the block in its own round trip: an
+    # authentication that leaves that check to it (a right runtime token) costs no more.
+    refuses_guessing_addresses = False
 
     def ident(self, request: Request) -> str | None:
         raise NotImplementedError
@@ -130,8 +138,14 @@ class FixedWindowThrottle(BaseThrottle):
         now = clock()
         window = int(now // period)
         key = f"throttle:{self.scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
-        count = _count(key, period + 1, now)
+        block_key, block_ends = auth_failures.block_key(request) if self.refuses_guessing_addresses else ("", 0.0)
+        count, blocked = _count(key, period + 1, now, also_get=block_key or None)
         self._wait = (window + 1) * period - now
+        if self.refuses_guessing_addresses:
+            held = auth_failures.blocked(request) if blocked is None else auth_failures.blocked_by(blocked, block_ends)
+            if held is not None:  # the right credential too, from an address that guessed
+                self._wait = held
+                return False
         return count <= limit
 
     def wait(self) -> float:
@@ -139,10 +153,13 @@ class FixedWindowThrottle(BaseThrottle):
 
 
 class RuntimeThrottle(FixedWindowThrottle):
-    """``RUNTIME_THROTTLE_RATE`` per runtime instance on ``/internal/runtime/*``."""
+    """``RUNTIME_THROTTLE_RATE`` per runtime instance on ``/internal/runtime/*``; and the
+    address block of ``AUTH_FAILURE_THROTTLE_RATE``, which ``RuntimeAuthentication``
+    leaves to it for a right token."""
 
     scope = "runtime"
     rate_setting = "RUNTIME_THROTTLE_RATE"
+    refuses_guessing_addresses = True
 
     def ident(self, request: Request) -> str | None:
         return request.headers.get("x-runtime-instance-id") or f"token:{request.auth}"

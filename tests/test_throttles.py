@@ -7,12 +7,15 @@ from collections import Counter
 
 import pytest
 from django.conf import settings as django_settings
+from django.urls import get_resolver
 
+from ai_jobs.api.authentication import RuntimeAuthentication
 from quotas import throttles
 from quotas.throttles import parse_rate
 from tests.support import fault_fixtures
-from tests.support.api import ALL_TYPES, RuntimeClient, error_code
+from tests.support.api import ALL_TYPES, RUNTIME_TOKEN, RuntimeClient, error_code
 from tests.support.concurrency import run_together
+from tests.support.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +95,55 @@ def test_throttles_fail_open_while_redis_is_down_counting_in_the_process_and_war
     private_redis.start()  # back (empty, as after a crash): counting is shared again at once
     assert [poll() for _ in range(4)] == [200, 200, 200, 429]
     assert throttles._redis().exists(*throttles._redis().keys("throttle:runtime:*")) == 1
+
+
+@pytest.mark.embedded
+def test_a_right_runtime_token_from_an_address_that_guessed_is_refused_on_every_internal_call(settings):
+    """The address block of AUTH_FAILURE_THROTTLE_RATE holds for the right token too, on
+    every call of the internal API (the runtime throttle reads it in its own round trip to
+    Redis; without Redis, from the process's memory), and for that address only."""
+    settings.AUTH_FAILURE_THROTTLE_RATE = "3/min"
+    job = JobFactory()
+    claimed = RuntimeClient("held-runtime").claim(limit=1).json()["jobs"][0]
+    assert claimed["jobId"] == job.id
+
+    def from_address(address: str, token: str = RUNTIME_TOKEN) -> RuntimeClient:
+        client = RuntimeClient("held-runtime", token=token)
+        client.client.defaults["REMOTE_ADDR"] = address
+        return client
+
+    guesser = from_address("203.0.113.7", token="wrong-" + "x" * 40)
+    assert [guesser.post("jobs/poll", {"capabilities": ALL_TYPES}).status_code for _ in range(4)] == [401] * 3 + [429]
+    held = from_address("203.0.113.7")
+    refused = [
+        held.post("jobs/poll", {"capabilities": ALL_TYPES}),
+        held.claim(limit=1),
+        held.heartbeat(job.id),
+        held.get(f"jobs/{job.id}/snapshot"),
+        held.result(job.id, claimed["attemptNo"], {"summary": "x"}),
+    ]
+    assert [(error_code(answer), answer.status_code) for answer in refused] == [("RATE_LIMITED", 429)] * 5
+    assert all(1 <= int(answer["Retry-After"]) <= 61 for answer in refused)
+    # Another address, the same token and instance: served.
+    assert from_address("198.51.100.7").heartbeat(job.id).status_code == 200
+
+
+def test_every_view_that_takes_a_runtime_token_refuses_a_guessing_address_in_its_throttle():
+    """RuntimeAuthentication leaves the address block to the view's throttle: a view with
+    the one and not the other would let a guesser's right token through."""
+
+    def views(patterns, prefix=""):
+        for pattern in patterns:
+            if hasattr(pattern, "url_patterns"):
+                yield from views(pattern.url_patterns, prefix + str(pattern.pattern))
+            else:
+                yield prefix + str(pattern.pattern), getattr(pattern.callback, "view_class", None)
+
+    runtime_views = [
+        (path, view)
+        for path, view in views(get_resolver().url_patterns)
+        if view is not None and RuntimeAuthentication in getattr(view, "authentication_classes", ())
+    ]
+    assert len(runtime_views) >= 9  # the internal API's nine views were found
+    for path, view in runtime_views:
+        assert any(getattr(throttle, "refuses_guessing_addresses", False) for throttle in view.throttle_classes), path

@@ -54,10 +54,12 @@ class RuntimeAuthentication(BaseAuthentication):
         token = _token_of(request)
         if token is None:
             return None
-        auth_failures.refuse_if_blocked(request)
         if not _known(token):
+            auth_failures.refuse_if_blocked(request)
             auth_failures.failed(request)
             raise exceptions.AuthenticationFailed("Invalid runtime service token")
+        # A right token from an address blocked for guessing is refused too, by the
+        # view's RuntimeThrottle, which reads the block in the round trip it makes anyway.
         return RuntimePrincipal(instance_id=request.headers.get(INSTANCE_HEADER) or None), token
 
     def authenticate_header(self, request: Request) -> str:
