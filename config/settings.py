@@ -147,7 +147,7 @@ REDIS_CLIENT_OPTIONS = {
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.cache.RedisCache",  # Django's, one client per pool
             "LOCATION": REDIS_URL,
             "OPTIONS": dict(REDIS_CLIENT_OPTIONS),
         }
