@@ -90,10 +90,12 @@ def _row(job: FinishedJob | AiRuntimeJob, kind: str, title: str, message: str, d
     }
 
 
-def _insert(rows: list[dict[str, Any]]) -> None:
+def _insert(rows: list[dict[str, Any]], *, pushed: bool = True) -> None:
     # One statement; a second notice of the same job and kind is no row (the unique
     # constraint decides, also between concurrent writers).
     insert_rows(Notification, rows, suffix="ON CONFLICT DO NOTHING")
+    if not pushed:
+        return
     push.pushes_write_many(
         events=[
             push.PushEvent(
@@ -139,12 +141,14 @@ def push_recipient(user_id: int) -> push.Recipient:
     return push.Recipient(consents=consents, badge=unread)
 
 
-def notification_write_succeeded(*, job: AiRuntimeJob, stored: Stored = None) -> None:
+def notification_write_succeeded(*, job: AiRuntimeJob, stored: Stored = None, pushed: bool = True) -> None:
     """The success notice, inside the result's transaction. ``stored`` is what the
     job type's store returned: its notice says it without reading the rows back. A
     notice function that fails is counted (``aijobs_notifications_failed_total``)
-    and the notice is written with its title only: a notice is never worth the result."""
-    _insert([_row(job, NotificationKind.JOB_SUCCEEDED, f"{_label(job.job_type)} ready", *_success(job, stored))])
+    and the notice is written with its title only: a notice is never worth the result.
+    ``pushed`` false: the caller knows the user has no device, so no push is written."""
+    row = _row(job, NotificationKind.JOB_SUCCEEDED, f"{_label(job.job_type)} ready", *_success(job, stored))
+    _insert([row], pushed=pushed)
 
 
 def _success(job: AiRuntimeJob, stored: Stored) -> tuple[str, dict[str, Any]]:

@@ -93,7 +93,8 @@ WHERE id = %(job_id)s AND status = 'locked' AND locked_by = %(instance_id)s AND 
 
 # locked/running → succeeded, by the holder of this very attempt, while consent holds; a
 # result straight from locked is the attempt's start too. The columns a result is stored,
-# published, noticed and charged with, the public id last.
+# published, noticed and charged with, then whether the user has a device that takes pushes
+# (a learner with none costs the result no push statement), the public id last.
 SUCCEED = """UPDATE ai_runtime_job
 SET status = 'succeeded', finished_at = %(now)s, lock_until = NULL,
     started_at = CASE WHEN status = 'locked' THEN %(now)s ELSE started_at END,
@@ -105,7 +106,8 @@ WHERE id = %(job_id)s AND status IN ('locked', 'running') AND locked_by = %(inst
         WHERE s.user_id = ai_runtime_job.user_id), %(enabled_by_default)s)
 RETURNING id, user_id, job_type, target_type, target_id, status, priority, api_key_mode, credential_id,
     model_provider, model_name, prompt_version, output_schema_version, attempt_no, params, quota_date,
-    created_at, (SELECT a.public_id FROM accounts_account a WHERE a.user_id = ai_runtime_job.user_id)"""
+    created_at, EXISTS (SELECT 1 FROM delivery_device d WHERE d.user_id = ai_runtime_job.user_id AND d.enabled),
+    (SELECT a.public_id FROM accounts_account a WHERE a.user_id = ai_runtime_job.user_id)"""
 
 # locked/running → cancelled, by the holder (of ``attempt_no``, unless it is NULL), once
 # consent no longer holds.

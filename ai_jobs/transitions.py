@@ -204,7 +204,8 @@ def start(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -
 def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime) -> AiRuntimeJob | None:
     """locked/running → succeeded, by the holder of this very attempt, while the
     user's consent holds (else ``cancel_withdrawn`` ends it). A result straight from
-    locked is the first call showing the runtime at work: the attempt starts there."""
+    locked is the first call showing the runtime at work: the attempt starts there.
+    The job comes back with ``user_has_devices``: whether the user has a device to push to."""
     params = {
         "job_id": job_id,
         "instance_id": instance_id,
@@ -213,8 +214,12 @@ def succeed(*, job_id: str, instance_id: str, attempt_no: int, now: dt.datetime)
         "now_ms": _ms(now),
         "enabled_by_default": consents_by_default(),
     }
-    rows = _jobs(fetch(queries.SUCCEED, params), SUCCEEDED)  # with the public id: a recommendation may name the user
-    return rows[0] if rows else None
+    rows = fetch(queries.SUCCEED, params)
+    if not rows:
+        return None
+    job = _jobs(rows, SUCCEEDED)[0]  # with the public id: a recommendation may name the user
+    job.user_has_devices = bool(rows[0][-2])  # whether its notice is pushed anywhere
+    return job
 
 
 def cancel_withdrawn(*, job_id: str, instance_id: str, now: dt.datetime, attempt_no: int | None = None) -> str | None:

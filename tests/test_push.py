@@ -107,7 +107,7 @@ def test_a_result_writes_the_pushes_of_all_the_learners_devices_in_one_statement
     attempt = runtime.lock(job_id).json()["attemptNo"]
     with CaptureQueriesContext(connection) as captured:
         assert runtime.result(job_id, attempt, VALID_OUTPUTS["learning_state_analysis"]).status_code == 200
-    writes = [q["sql"] for q in captured.captured_queries if "delivery" in q["sql"]]
+    writes = [q["sql"] for q in captured.captured_queries if "INTO delivery" in q["sql"]]
     assert len(writes) == 1 and writes[0].lstrip().startswith("INSERT INTO delivery "), writes
     assert Delivery.objects.filter(status="pending").count() == 4
     assert (

@@ -1,7 +1,8 @@
 """The runtime's write path in few statements: the result transaction in a bounded
 number of statements per job type, usage, budget and breaker in one of them,
 invocation logs in one, the notice a row of the job's own final transaction, and its
-pushes one more (one ``INSERT ... SELECT`` over the user's devices, however many).
+pushes one more (one ``INSERT ... SELECT`` over the user's devices, however many), and
+none for a user without a device that takes pushes.
 Counted with ``CaptureQueriesContext``: these fail when the counts grow. The logs sent with the result (``invocationLogs``) are stored as
 ``invocation-logs`` stores them, in the result's transaction."""
 
@@ -17,6 +18,8 @@ from django.utils import timezone
 
 from ai_jobs import services
 from ai_jobs.models import AiInvocationLog, AiRuntimeJob, AiRuntimeResult, Notification
+from delivery.models import Delivery
+from delivery.services import devices
 from quotas.models import PlatformCircuitBreaker, PlatformDailyUsage, UserAiUsage
 from tests.support.api import RuntimeClient, error_code
 from tests.support.factories import VALID_OUTPUTS, JobFactory
@@ -86,6 +89,7 @@ def test_an_analysis_result_is_seven_statements_at_most(job_type):
     knowledge_base = KnowledgeBaseFactory()
     point = KnowledgePointFactory(knowledge_base=knowledge_base)
     PlatformCircuitBreaker.objects.create(id=1)
+    devices.device_register(user_id=knowledge_base.user.id, platform="android", token="fcm-" + "t" * 40)
     job = JobFactory(user=knowledge_base.user, job_type=job_type, quota_date=timezone.now().date())
     attempt = held(job)
     with CaptureQueriesContext(connection) as captured:
@@ -93,10 +97,27 @@ def test_an_analysis_result_is_seven_statements_at_most(job_type):
     sqls = statements(captured)
     assert len(sqls) <= 7, sqls
     assert sum("INSERT INTO delivery " in sql for sql in sqls) == 1  # the notice's pushes
+    assert Delivery.objects.filter(event_id__in=Notification.objects.filter(job_id=job.id).values("id")).count() == 1
     assert not submitted.duplicate and Notification.objects.filter(job_id=job.id).count() == 1
     # Usage, budget and breaker were one of them, and counted.
     assert UserAiUsage.objects.get(user=job.user).tokens_used == 15
     assert sum(PlatformDailyUsage.objects.values_list("tokens_used", flat=True)) == 15
+
+
+@pytest.mark.parametrize("has_device", ["none", "disabled"])
+def test_a_learner_without_a_device_that_takes_pushes_costs_the_result_no_push_statement(has_device):
+    postgres_only()
+    job = JobFactory(job_type="learning_state_analysis", quota_date=timezone.now().date())
+    if has_device == "disabled":
+        device, _ = devices.device_register(user_id=job.user_id, platform="android", token="fcm-" + "d" * 40)
+        devices.device_disable(device_id=device.id, reason="unregistered")
+    attempt = held(job)
+    with CaptureQueriesContext(connection) as captured:
+        submit(job, dict(VALID_OUTPUTS["learning_state_analysis"]), attempt)
+    sqls = statements(captured)
+    assert not [sql for sql in sqls if "INSERT INTO delivery " in sql], sqls
+    assert len(sqls) <= 6, sqls
+    assert Notification.objects.filter(job_id=job.id).count() == 1 and not Delivery.objects.exists()
 
 
 @pytest.mark.parametrize("job_type", ["quiz_generation", "flashcard_generation"])
@@ -298,6 +319,7 @@ def test_a_results_writes_are_plain_statements_in_order():
     postgres_only()
     PlatformCircuitBreaker.objects.create(id=1)
     job = JobFactory(job_type="learning_state_analysis", quota_date=timezone.now().date())
+    devices.device_register(user_id=job.user_id, platform="ios", token="ab" * 32)
     attempt = held(job)
     with CaptureQueriesContext(connection) as captured:
         submit(job, dict(VALID_OUTPUTS["learning_state_analysis"]), attempt)

@@ -59,6 +59,10 @@ class UserPublicId:
 
 
 class AiRuntimeJob(UserPublicId, models.Model):
+    # Not a column: whether the user has a device to push to, when the statement that
+    # loaded the job said so (the result's move to succeeded); else assumed.
+    user_has_devices = True
+
     id = models.CharField(primary_key=True, max_length=40, default=partial(new_id, "job"), editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_jobs")
     # One of the registry's (ai_jobs.job_types), checked when a job is created: a new

@@ -125,7 +125,7 @@ def result_persist(*, job: AiRuntimeJob, result: AiRuntimeResult) -> None:
     if declared is None:  # a job of a type removed since it was created
         raise DomainError(ErrorCode.RESULT_SCHEMA_UNSUPPORTED, f"Job type {job.job_type} is not registered")
     stored = declared.store(job, result.output, result)
-    notification_write_succeeded(job=job, stored=stored)
+    notification_write_succeeded(job=job, stored=stored, pushed=job.user_has_devices)
 
 
 def _check_output(job_type: str, version: str, output: dict[str, Any]) -> None:
