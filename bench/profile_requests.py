@@ -9,7 +9,7 @@ The production shape: PostgreSQL (``BENCH_DB``, default ``aijobs_bench_profile``
 created afresh), Redis for the cache and throttles (``BENCH_REDIS_URL``, default
 database 13, emptied first), ``DEBUG`` false. ``--requests`` learners' jobs are created
 through ``POST /ai/jobs``; then each job is claimed with ``include`` (snapshot and
-credential: the reference runtime's fast path, one job a claim), heartbeats once and
+credential: the reference runtime's fast path, one job a claim, each with its ``claimId``), heartbeats once and
 sends its result with one invocation log. Each of the four is one profile
 (``cProfile``) over all its requests, after a warm-up round.
 
@@ -31,6 +31,7 @@ import pstats
 import statistics
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -284,7 +285,13 @@ def main() -> None:
         status, content = call(
             "POST",
             "/internal/runtime/jobs/claim",
-            {"capabilities": ["learning_state_analysis"], "limit": 1, "include": ["snapshot", "credential"]},
+            # A claimId of its own, as the reference runtime sends with each claim.
+            {
+                "capabilities": ["learning_state_analysis"],
+                "limit": 1,
+                "include": ["snapshot", "credential"],
+                "claimId": uuid.uuid4().hex,
+            },
             runtime,
         )
         assert status == 200, (status, content[:300])
