@@ -1,7 +1,13 @@
-"""The settings' notation for a rate, ``"300/min"``: a count per period. Every throttle
-reads its rate with it (``quotas.throttles``, ``config.auth_failures``)."""
+"""The settings' notations for a rate, ``"300/min"`` (a count per period: every throttle
+reads its rate with it, ``quotas.throttles`` and ``config.auth_failures``), and for a
+schedule, ``"5s,5m,30m,2h"`` (the intervals between a delivery's tries,
+``WEBHOOK_RETRY_SCHEDULE``). The settings read every one of them as they load, so a
+value that cannot be read stops a process from starting, not a request or a retry later."""
 
 from __future__ import annotations
+
+import re
+from functools import lru_cache
 
 _PERIODS = {
     "s": 1,
@@ -17,7 +23,26 @@ _PERIODS = {
 }
 
 
+@lru_cache(maxsize=64)  # read on every throttled request: a handful of distinct texts
 def parse_rate(rate: str) -> tuple[int, int]:
-    """``"300/min"`` → (300, 60)."""
+    """``"300/min"`` → (300, 60); ValueError for anything else."""
     count, _, period = rate.partition("/")
-    return int(count), _PERIODS[period.strip().lower()]
+    unit = _PERIODS.get(period.strip().lower())
+    if unit is None or not count.strip().isdigit() or int(count) < 1:
+        raise ValueError(f"{rate!r} is not a rate such as 300/min (a count of 1 or more per s, min, hour or day)")
+    return int(count), unit
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_intervals(text: str) -> tuple[float, ...]:
+    """``"5s,5m,30m,2h"`` → (5, 300, 1800, 7200) seconds; a bare number is seconds;
+    ValueError for anything else."""
+    intervals = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", part)
+        if match is None:
+            raise ValueError(f"{part!r} is not an interval such as 5s, 5m, 2h")
+        intervals.append(float(match.group(1)) * _UNITS[match.group(2) or "s"])
+    return tuple(intervals)

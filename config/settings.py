@@ -16,6 +16,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.observability.logging import logging_config
+from config.rates import parse_intervals, parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -503,6 +504,21 @@ AI_COUNTER_RETENTION_DAYS = env.int("AI_COUNTER_RETENTION_DAYS", default=400)
 DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
 if AI_COUNTER_RETENTION_DAYS < 1:  # a job reserved yesterday still counts its tokens on yesterday
     raise ImproperlyConfigured(f"AI_COUNTER_RETENTION_DAYS={AI_COUNTER_RETENTION_DAYS} must be at least 1 (days).")
+
+# Rates and schedules are read here once, so one that cannot be read stops the process at
+# its start, never a request (a 500) or a delivery's retry later.
+for _name in (
+    "RUNTIME_THROTTLE_RATE", "USER_THROTTLE_RATE", "AUTH_THROTTLE_RATE", "AUTH_ADDRESS_THROTTLE_RATE",
+    "AUTH_FAILURE_THROTTLE_RATE", "CREDENTIAL_TEST_THROTTLE_RATE", "REGISTRATION_THROTTLE_RATE",
+):  # fmt: skip
+    try:
+        parse_rate(globals()[_name])
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"{_name}: {_error}.") from None
+try:
+    parse_intervals(WEBHOOK_RETRY_SCHEDULE)
+except ValueError as _error:
+    raise ImproperlyConfigured(f"WEBHOOK_RETRY_SCHEDULE: {_error} (e.g. 5s,5m,30m,2h).") from None
 
 CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {

@@ -176,3 +176,20 @@ def test_every_setting_left_unset_takes_its_documented_default(tmp_path):
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout.strip().splitlines()[-1]) == CONTRACT_DEFAULTS
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RUNTIME_THROTTLE_RATE", "300 per minute"),
+        ("AUTH_FAILURE_THROTTLE_RATE", "0/min"),
+        ("USER_THROTTLE_RATE", "60/fortnight"),
+        ("WEBHOOK_RETRY_SCHEDULE", "5s,5 minutes"),
+    ],
+)
+def test_a_rate_or_schedule_that_cannot_be_read_stops_the_process_at_its_start(tmp_path, name, value):
+    """Read once as the settings load: never a 500 on the first throttled request, nor a
+    delivery that fails for good at its first retry."""
+    checked = check_deploy(production_env(tmp_path, **{name: value}))
+    assert checked.returncode != 0
+    assert f"ImproperlyConfigured: {name}: " in checked.stderr, checked.stderr[-2000:]

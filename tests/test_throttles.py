@@ -26,6 +26,9 @@ def test_parse_rate_reads_the_settings_notation():
     assert parse_rate("300/min") == (300, 60)
     assert parse_rate("60/minute") == (60, 60)
     assert parse_rate("10/s") == (10, 1)
+    for unreadable in ("300", "300/fortnight", "0/min", "-1/min", "x/min", ""):
+        with pytest.raises(ValueError, match="is not a rate"):
+            parse_rate(unreadable)
 
 
 def test_the_runtime_over_its_rate_gets_429_rate_limited_with_retry_after(settings, monkeypatch):

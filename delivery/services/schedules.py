@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import re
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 from django.utils import timezone
+
+from config.rates import parse_intervals
 
 
 @dataclass(frozen=True)
@@ -39,18 +40,9 @@ class FixedSchedule:
         return self.intervals[attempts - 1] if 1 <= attempts <= len(self.intervals) else None
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def schedule_parse(text: str) -> FixedSchedule:
     """``"5s,5m,30m,2h"`` as a ``FixedSchedule``; a bare number is seconds."""
-    intervals = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", part)
-        if match is None:
-            raise ValueError(f"{part!r} is not an interval such as 5s, 5m, 2h")
-        intervals.append(float(match.group(1)) * _UNITS[match.group(2) or "s"])
-    return FixedSchedule(tuple(intervals))
+    return FixedSchedule(parse_intervals(text))
 
 
 # A receiver's Retry-After is a value from outside: bounded, so no date arithmetic overflows.
