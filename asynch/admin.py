@@ -3,6 +3,7 @@ state with their errors, daily statistics. Writes go through services."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django import forms
@@ -123,6 +124,12 @@ class AsynchModelAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: AsynchModel) -> None:
         services.model_delete(model_name=obj.model_name)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        # "Delete selected" goes through the service too: its failed tasks are told.
+        for model_name in list(queryset.values_list("model_name", flat=True)):
+            with contextlib.suppress(DomainError):  # deleted meanwhile
+                services.model_delete(model_name=model_name)
 
 
 class TenantApiKeyInline(admin.TabularInline):

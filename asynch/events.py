@@ -66,9 +66,38 @@ def task_finished(*, task_id: str, now: dt.datetime) -> list[str]:
     row = AsynchTask.objects.filter(id=task_id).values(*_FIELDS).first()
     if row is None or row["state"] not in (TaskState.SUCCEEDED, TaskState.FAILED):
         return []
-    succeeded = row["state"] == TaskState.SUCCEEDED
-    if not succeeded and retries_left(row):
+    if row["state"] == TaskState.FAILED and retries_left(row):
         return []
+    return _write(row, now)
+
+
+# Failed tasks told at once by a model's change, a batch at a time.
+_BATCH = 500
+
+
+def tasks_out_of_retries(*, model_name: str, retry_times_before: int, retry_times_now: int, now: dt.datetime) -> int:
+    """``task.failed`` for the failed tasks of ``model_name`` that had a retry left under
+    ``retry_times_before`` and have none under ``retry_times_now`` (0 for a model deleted):
+    the cleaner will not queue them again, so they failed for good now. In the
+    transaction that changes the model. How many were told."""
+    told = 0
+    failed = AsynchTask.objects.filter(
+        state=TaskState.FAILED, model_name=model_name,
+        retry_count__gte=retry_times_now, retry_count__lt=retry_times_before,
+    ).order_by("id")  # fmt: skip
+    after = ""
+    while True:
+        rows = list(failed.filter(id__gt=after).values(*_FIELDS)[:_BATCH])
+        for row in rows:
+            _write(row, now)
+        told += len(rows)
+        if len(rows) < _BATCH:
+            return told
+        after = rows[-1]["id"]
+
+
+def _write(row: dict[str, Any], now: dt.datetime) -> list[str]:
+    succeeded = row["state"] == TaskState.SUCCEEDED
     data: dict[str, Any] = {
         "taskId": row["id"],
         "modelName": row["model_name"],

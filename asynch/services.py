@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from asynch import crypto, queries, selectors, transitions
+from asynch import crypto, events, queries, selectors, transitions
 from asynch.cleaner import tasks_clean as tasks_clean  # the cleaner's run, with the other writes
 from asynch.headers import parse_api_key
 from asynch.kick import worker_kick
@@ -113,17 +113,29 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
         changes["api_key_encrypted"] = crypto.encrypt(api_key)
     if "base_url" in fields:
         base_url_check(fields["base_url"])  # before the row is locked: it may wait for DNS
-    changes["updated_at"] = timezone.now()
+    now = changes["updated_at"] = timezone.now()
     with transaction.atomic():
-        if "base_url" in fields and api_key is None:
-            # Locked, so the host compared is the one the stored key goes to.
-            current = AsynchModel.objects.select_for_update().filter(model_name=model_name).only("base_url").first()
+        current = None
+        moves_key_host = "base_url" in fields and api_key is None
+        if moves_key_host or "retry_times" in fields:
+            # Locked, so the host compared is the one the stored key goes to, and the
+            # retries a failed task had are the ones it had until this change.
+            current = AsynchModel.objects.select_for_update().filter(model_name=model_name).first()
             if current is None:
                 raise _not_found(model_name)
-            if outbound.origin(fields["base_url"]) != outbound.origin(current.base_url):
-                raise _refused_config({"apiKey": [KEY_STAYS]})
+        if current is not None and moves_key_host and outbound.origin(fields["base_url"]) != outbound.origin(
+            current.base_url
+        ):
+            raise _refused_config({"apiKey": [KEY_STAYS]})
         if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:
             raise _not_found(model_name)
+        if current is not None and fields.get("retry_times", current.retry_times) < current.retry_times:
+            events.tasks_out_of_retries(
+                model_name=model_name,
+                retry_times_before=current.retry_times,
+                retry_times_now=fields["retry_times"],
+                now=now,
+            )
     updated = AsynchModel.objects.filter(model_name=model_name).first()
     if updated is None:  # deleted between the two statements: as missing as before
         raise _not_found(model_name)
@@ -131,9 +143,16 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
 
 
 def model_delete(*, model_name: str) -> None:
-    deleted, _ = AsynchModel.objects.filter(model_name=model_name).delete()
-    if not deleted:
-        raise _not_found(model_name)
+    """The config goes; its failed tasks that had a retry left will never be queued
+    again, so their tenants are told they failed (``task.failed``), in the same transaction."""
+    with transaction.atomic():
+        current = AsynchModel.objects.select_for_update().filter(model_name=model_name).only("retry_times").first()
+        if current is None:
+            raise _not_found(model_name)
+        AsynchModel.objects.filter(model_name=model_name).delete()
+        events.tasks_out_of_retries(
+            model_name=model_name, retry_times_before=current.retry_times, retry_times_now=0, now=timezone.now()
+        )
 
 
 def model_api_key(model: AsynchModel) -> str:

@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from asynch import events, services, worker
-from asynch.models import AsynchTask, TaskState
+from asynch.models import AsynchModel, AsynchTask, TaskState
 from config import keyring
 from delivery.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from delivery.services import outbox, webhooks
@@ -506,3 +506,59 @@ def test_a_task_the_cleaner_fails_as_stuck_with_no_retry_left_is_told_as_failed(
     body = verified(secret, receiver.calls[0])
     assert body["type"] == "task.failed" and body["data"]["taskId"] == task_id
     assert body["data"]["errorMessage"] == AsynchTask.objects.get(id=task_id).error_message
+
+
+def _failed_with_retries_left(client: TenantClient, model_server: ModelServer, model: str, count: int) -> list[str]:
+    model_server.behaviour = lambda call, index: (500, {"error": "no"}, 0.0)
+    make_model(model, base_url=model_server.url, retry_times=3)
+    ids = [client.create_task(model, {"n": n}).json()["taskId"] for n in range(count)]
+    run_queue()
+    assert set(AsynchTask.objects.filter(id__in=ids).values_list("state", "retry_count")) == {(TaskState.FAILED, 0)}
+    assert not Delivery.objects.exists()  # each had a retry left: nothing told yet
+    return ids
+
+
+def test_a_model_deleted_tells_its_failed_tasks_that_had_a_retry_left_that_they_failed(biz, receiver, model_server):
+    secret = create_endpoint(biz, receiver.url)["secret"]
+    ids = _failed_with_retries_left(biz, model_server, "going", 2)
+    make_model("staying", base_url=model_server.url, retry_times=3)
+    biz.create_task("staying")
+    run_queue()  # a failed task of another model keeps its retry
+    assert tenant_client("ops", is_admin=True).post("/model/deleteModel", {"modelName": "going"}).status_code == 200
+    assert send_all() == ["delivered", "delivered"]
+    told = [verified(secret, call) for call in receiver.calls]
+    assert sorted(body["data"]["taskId"] for body in told) == sorted(ids)
+    assert {(body["type"], body["data"]["state"], body["data"]["modelName"]) for body in told} == {
+        ("task.failed", 3, "going")
+    }
+
+
+def test_retry_times_lowered_tells_the_failed_tasks_left_without_a_retry_and_no_others(biz, receiver, model_server):
+    create_endpoint(biz, receiver.url)
+    ops = tenant_client("ops", is_admin=True)
+    _, spent = _failed_with_retries_left(biz, model_server, "lowered", 2)
+    AsynchTask.objects.filter(id=spent).update(retry_count=1)  # one retry already spent
+
+    def update(retry_times: int) -> None:
+        changed = ops.post("/model/updateModel", {"modelName": "lowered", "retryTimes": retry_times})
+        assert changed.status_code == 200, changed.content
+
+    # Raised, or lowered to one the tasks still have left: nothing to tell.
+    for retry_times in (5, 2):
+        update(retry_times)
+        assert not Delivery.objects.exists()
+    # Lowered to 1: the task that spent its retry has none left now; the other still has one.
+    update(1)
+    assert list(Delivery.objects.values_list("payload__about", flat=True)) == [spent]
+
+
+def test_models_deleted_from_the_admins_list_tell_their_failed_tasks_too(biz, receiver, model_server, admin_client):
+    create_endpoint(biz, receiver.url)
+    ids = _failed_with_retries_left(biz, model_server, "listed", 1)
+    model = AsynchModel.objects.get(model_name="listed")
+    response = admin_client.post(
+        "/admin/asynch/asynchmodel/",
+        {"action": "delete_selected", "_selected_action": [model.pk], "post": "yes"},
+    )
+    assert response.status_code == 302 and not AsynchModel.objects.filter(model_name="listed").exists()
+    assert list(Delivery.objects.values_list("payload__about", flat=True)) == ids
