@@ -19,3 +19,9 @@ def sample_queue() -> None:
 @shared_task(ignore_result=True)
 def run_bulk_operation(operation_id: str) -> None:
     services.bulk_operation_run(operation_id=operation_id)
+
+
+@shared_task(ignore_result=True)
+def resume_bulk_operations() -> None:
+    for operation_id in services.bulk_operations_stalled():
+        run_bulk_operation.delay(operation_id)

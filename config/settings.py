@@ -520,6 +520,10 @@ try:
 except ValueError as _error:
     raise ImproperlyConfigured(f"WEBHOOK_RETRY_SCHEDULE: {_error} (e.g. 5s,5m,30m,2h).") from None
 
+# A bulk operation (ai_jobs.services.bulk) whose run has committed nothing for this long is
+# taken to have stopped, and beat's resume-bulk-operations queues it again from its cursor.
+BULK_OPERATION_STALL_SECONDS = env.int("BULK_OPERATION_STALL_SECONDS", default=300)
+
 CELERY_BEAT_SCHEDULE = {
     "reap-ai-jobs": {
         "task": "ai_jobs.tasks.reap_jobs",
@@ -544,6 +548,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "delivery.tasks.dispatch",
         "schedule": timedelta(seconds=DELIVERY_DISPATCH_INTERVAL_SECONDS),
         "options": {"expires": DELIVERY_DISPATCH_INTERVAL_SECONDS},
+    },
+    "resume-bulk-operations": {  # a bulk operation whose run stopped goes on from where it got to
+        "task": "ai_jobs.tasks.resume_bulk_operations",
+        "schedule": timedelta(seconds=60),
+        "options": {"expires": 55},
     },
     "prune-data": {  # retention: a run that has not started by the next one is dropped
         "task": "ops.tasks.prune_data",

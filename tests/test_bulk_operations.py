@@ -24,6 +24,7 @@ from accounts.selectors import public_id_of
 from ai_jobs import services, tasks
 from ai_jobs.admin_operations import filter_of_list
 from ai_jobs.models import AiRuntimeJob, BulkOperation
+from ai_jobs.services import bulk
 from tests.support.api import RuntimeClient
 from tests.support.factories import JobFactory, UserFactory, consent
 
@@ -217,3 +218,73 @@ def test_a_batch_of_reruns_costs_the_same_statements_however_many_jobs():
         return len(captured.captured_queries)
 
     assert statements(40) == statements(4)
+
+
+def _stop_after(monkeypatch, batches: int) -> None:
+    """The run's worker is lost after ``batches`` batches committed: the next batch's work
+    raises out of the run (as a killed process leaves it: the record unfinished)."""
+    real = bulk._rerun_batch
+    done = [0]
+
+    def batch(job_ids: list[str]) -> bulk.BatchCounts:
+        if done[0] == batches:
+            raise SystemExit("worker lost")
+        done[0] += 1
+        return real(job_ids)
+
+    monkeypatch.setattr(bulk, "_rerun_batch", batch)
+
+
+def test_an_operation_whose_run_stopped_goes_on_from_its_cursor_once_stalled(settings, monkeypatch):
+    consent(user := UserFactory())
+    failed = sorted((_failed(user) for _ in range(7)), key=lambda job: job.id)
+    operation = services.bulk_operation_start(kind="rerun", job_filter={"status": "failed"}, by=None)
+    _stop_after(monkeypatch, 2)
+    with pytest.raises(SystemExit):
+        services.bulk_operation_run(operation_id=operation.id, batch_size=2)
+    monkeypatch.undo()
+    assert _counts(operation) == (7, 4, 0, 0) and operation.cursor == failed[3].id and operation.finished_at is None
+
+    # While its run may still be at work, nothing takes it over.
+    assert services.bulk_operations_stalled() == []
+    assert services.bulk_operation_run(operation_id=operation.id, batch_size=2) is None
+    settings.BULK_OPERATION_STALL_SECONDS = 0  # now it has stalled
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    assert services.bulk_operations_stalled() == [operation.id]
+    tasks.resume_bulk_operations()  # beat's task: the run, queued again (eager here)
+    assert _counts(operation) == (7, 7, 0, 0) and operation.finished_at is not None
+    for job in failed:  # each rerun once: the batches before the stop were not done again
+        assert AiRuntimeJob.objects.filter(retried_from_job_id=job.id).count() == 1
+    assert services.bulk_operations_stalled() == []
+
+
+def test_an_operation_whose_message_was_lost_is_queued_again_by_beat(settings):
+    consent(user := UserFactory())
+    _failed(user), _failed(user)
+    operation = services.bulk_operation_start(kind="rerun", job_filter={"status": "failed"}, by=None)
+    assert services.bulk_operations_stalled() == []  # just made: its message is on its way
+    settings.BULK_OPERATION_STALL_SECONDS = 0
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    tasks.resume_bulk_operations()
+    assert _counts(operation) == (2, 2, 0, 0) and operation.finished_at is not None
+
+
+def test_a_run_taken_over_commits_no_batch_of_its_own(settings, monkeypatch):
+    """Two runs never both count a batch: the one whose operation another run took over
+    rolls its batch back and stops."""
+    consent(user := UserFactory())
+    failed = sorted((_failed(user) for _ in range(4)), key=lambda job: job.id)
+    operation = services.bulk_operation_start(kind="rerun", job_filter={"status": "failed"}, by=None)
+    real = bulk._rerun_batch
+
+    def taken_over_meanwhile(job_ids: list[str]) -> bulk.BatchCounts:
+        counts = real(job_ids)
+        if job_ids[0] == failed[2].id:  # the second batch: another run takes the operation
+            BulkOperation.objects.filter(id=operation.id).update(runner="run_other")
+        return counts
+
+    monkeypatch.setattr(bulk, "_rerun_batch", taken_over_meanwhile)
+    assert services.bulk_operation_run(operation_id=operation.id, batch_size=2) is None
+    assert _counts(operation) == (4, 2, 0, 0) and operation.cursor == failed[1].id
+    # The second batch's reruns were rolled back with it: the run that holds it makes them.
+    assert not AiRuntimeJob.objects.filter(retried_from_job_id__in=[failed[2].id, failed[3].id]).exists()

@@ -90,6 +90,10 @@ class BulkOperation(models.Model):
     cursor = models.CharField(max_length=40, blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The run that holds the operation, and when it last committed a batch: a run that
+    # stopped (its worker lost) is taken over from ``cursor`` once that is long past.
+    runner = models.CharField(max_length=40, blank=True, default="")
+    progressed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "ai_bulk_operation"

@@ -8,7 +8,13 @@ calls' telemetry, each counted; ``reaper``: returning lapsed work;
 ``bulk``: operators' reruns and cancels by filter. Status changes go through ``ai_jobs.transitions``.
 """
 
-from ai_jobs.services.bulk import bulk_operation_run, bulk_operation_start, job_filter_clean, operation_jobs
+from ai_jobs.services.bulk import (
+    bulk_operation_run,
+    bulk_operation_start,
+    bulk_operations_stalled,
+    job_filter_clean,
+    operation_jobs,
+)
 from ai_jobs.services.claims import StartedJob, job_claim, job_claim_started, job_heartbeat, job_lock
 from ai_jobs.services.creation import SubmittedJob, job_submit
 from ai_jobs.services.finish import FailOutcome, SubmittedResult, job_fail, result_persist, result_submit, retry_delay
@@ -29,6 +35,7 @@ __all__ = [
     "ai_settings_update",
     "bulk_operation_run",
     "bulk_operation_start",
+    "bulk_operations_stalled",
     "invocation_logs_record",
     "job_cancel",
     "job_claim",

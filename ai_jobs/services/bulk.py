@@ -11,9 +11,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -29,6 +31,7 @@ from ai_jobs.models import (
 )
 from ai_jobs.services.jobs import jobs_cancel, jobs_rerun
 from config.errors import DomainError, ErrorCode
+from config.ids import new_id
 
 logger = logging.getLogger(__name__)
 
@@ -125,38 +128,72 @@ def _cancel_batch(job_ids: list[str], reason: str) -> BatchCounts:
     return BatchCounts(done=cancelled + requested, refused=0, skipped=len(job_ids) - cancelled - requested)
 
 
+class _Superseded(Exception):
+    """The run no longer holds its operation: another took it over."""
+
+
+def _stalled_before() -> dt.datetime:
+    return timezone.now() - dt.timedelta(seconds=settings.BULK_OPERATION_STALL_SECONDS)
+
+
 def bulk_operation_run(*, operation_id: str, batch_size: int = BATCH_SIZE) -> BulkOperation | None:
     """Work through an operation's jobs in batches of ``batch_size``, in id order, each
     batch in its own transaction, its counts added to the record as it commits. Taken
-    once: a second run of the same operation (a message delivered twice) does nothing.
+    once: a second run of the same operation (a message delivered twice) does nothing
+    while the first makes progress. A run that stopped part-way (its worker lost), which
+    has committed nothing for ``BULK_OPERATION_STALL_SECONDS``, is taken over by the next
+    run (beat queues one, ``bulk_operations_stalled``) from its cursor; each batch
+    commits only while its run still holds the operation, so no batch is counted twice.
     A job the filter matched whose rerun exists already is ``skipped``, so an operation
     started again over the same jobs reruns nothing more. Once finished,
     ``done + refused + skipped == matched``: a job that came to match while it ran is
     counted in ``matched`` too, one that went (retention) in ``skipped``."""
-    now = timezone.now()
-    if not BulkOperation.objects.filter(id=operation_id, started_at__isnull=True).update(started_at=now):
+    now, runner = timezone.now(), new_id("run")
+    taken = (
+        BulkOperation.objects.filter(id=operation_id, finished_at__isnull=True)
+        .filter(Q(started_at__isnull=True) | Q(progressed_at__lt=_stalled_before()))
+        .update(started_at=Coalesce("started_at", Value(now)), progressed_at=now, runner=runner)
+    )
+    if not taken:
         return None
     operation = BulkOperation.objects.get(id=operation_id)
     jobs = operation_jobs(kind=operation.kind, job_filter=operation.filter)
-    matched = jobs.count()
-    BulkOperation.objects.filter(id=operation_id).update(matched=matched)
+    if not operation.cursor:  # no batch committed yet: what it matches is counted now
+        BulkOperation.objects.filter(id=operation_id, runner=runner).update(matched=jobs.count())
+    else:
+        logger.warning(
+            "bulk operation %s: taken over from job %s, where its run stopped", operation_id, operation.cursor
+        )
     reason = f"Cancelled by an operator (bulk operation {operation_id})"
-    cursor, seen = "", 0
-    while True:
-        batch = list(jobs.filter(id__gt=cursor).order_by("id").values_list("id", flat=True)[:batch_size])
-        if not batch:
-            break
-        with transaction.atomic():
-            counts = _rerun_batch(batch) if operation.kind == BulkOperationKind.RERUN else _cancel_batch(batch, reason)
-            BulkOperation.objects.filter(id=operation_id).update(
-                done=F("done") + counts.done,
-                refused=F("refused") + counts.refused,
-                skipped=F("skipped") + counts.skipped,
-                cursor=batch[-1],
-            )
-        cursor, seen = batch[-1], seen + len(batch)
-    BulkOperation.objects.filter(id=operation_id).update(
-        matched=max(matched, seen), skipped=F("skipped") + max(0, matched - seen), finished_at=timezone.now()
+    cursor = operation.cursor
+    try:
+        while True:
+            batch = list(jobs.filter(id__gt=cursor).order_by("id").values_list("id", flat=True)[:batch_size])
+            if not batch:
+                break
+            with transaction.atomic():
+                counts = (
+                    _rerun_batch(batch) if operation.kind == BulkOperationKind.RERUN else _cancel_batch(batch, reason)
+                )
+                if not BulkOperation.objects.filter(id=operation_id, runner=runner).update(
+                    done=F("done") + counts.done,
+                    refused=F("refused") + counts.refused,
+                    skipped=F("skipped") + counts.skipped,
+                    cursor=batch[-1],
+                    progressed_at=timezone.now(),
+                ):
+                    raise _Superseded  # the batch rolls back: the run that holds it does it
+            cursor = batch[-1]
+    except _Superseded:
+        logger.warning("bulk operation %s: another run took it over; this one stops", operation_id)
+        return None
+    # Every job seen was counted once (done, refused or skipped): one that matched at the
+    # start and was gone by its batch is skipped.
+    seen = F("done") + F("refused") + F("skipped")
+    BulkOperation.objects.filter(id=operation_id, runner=runner).update(
+        matched=Greatest(F("matched"), seen),
+        skipped=F("skipped") + Greatest(Value(0), F("matched") - seen),
+        finished_at=timezone.now(),
     )
     operation.refresh_from_db()
     logger.info(
@@ -164,3 +201,15 @@ def bulk_operation_run(*, operation_id: str, batch_size: int = BATCH_SIZE) -> Bu
         operation.id, operation.kind, operation.matched, operation.done, operation.refused, operation.skipped,
     )  # fmt: skip
     return operation
+
+
+def bulk_operations_stalled() -> list[str]:
+    """Unfinished operations whose run stopped (nothing committed for
+    ``BULK_OPERATION_STALL_SECONDS``) or never began (its message lost): for beat to queue again."""
+    stalled = _stalled_before()
+    return list(
+        BulkOperation.objects.filter(finished_at__isnull=True)
+        .filter(Q(started_at__isnull=True, created_at__lt=stalled) | Q(progressed_at__lt=stalled))
+        .order_by("created_at")
+        .values_list("id", flat=True)
+    )
