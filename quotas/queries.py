@@ -158,5 +158,14 @@ VALUES (%(key)s, 1, %(expires_at)s)
 ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1
 RETURNING count"""
 
+# COUNT_THROTTLE_WINDOW that also says when the window was first counted: a key seen
+# before answers its count past 1 and the ``expires_at`` its first sighting set.
+SIGHT_THROTTLE_WINDOW = """INSERT INTO quotas_throttle_window (window_key, count, expires_at)
+VALUES (%(key)s, 1, %(expires_at)s)
+ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1
+RETURNING count, expires_at"""
+
+FORGET_THROTTLE_WINDOW = "DELETE FROM quotas_throttle_window WHERE window_key = %(key)s"
+
 # The windows that have ended, swept so the table holds only the current ones.
 SWEEP_THROTTLE_WINDOWS = "DELETE FROM quotas_throttle_window WHERE expires_at < %(now)s"

@@ -116,6 +116,27 @@ def _count(key: str, ttl: int, now: float, *, also_get: str | None = None) -> tu
         return _count_in(_fallback, key, ttl), None
 
 
+def first_seen_in_database(key: str, ttl: int) -> float | None:
+    """When ``key`` was first seen (epoch seconds) in the last ``ttl`` seconds, or None
+    when this is the first time: one statement on the windows' table every web process
+    shares. The embedded default's stand-in for the cache's atomic ``add`` (its cache is
+    each process's own memory), as the throttles count there without Redis."""
+    now = clock()
+    rows = sql.fetch(queries.SIGHT_THROTTLE_WINDOW, {"key": key, "expires_at": now + ttl})
+    count, expires_at = int(rows[0][0]), float(rows[0][1])
+    if count == 1:
+        sql.execute(queries.SWEEP_THROTTLE_WINDOWS, {"now": now})
+        return None
+    if expires_at < now:  # an old sighting the sweep has not reached: this one starts afresh
+        sql.execute(queries.FORGET_THROTTLE_WINDOW, {"key": key})
+        return first_seen_in_database(key, ttl)
+    return expires_at - ttl
+
+
+def forget_in_database(key: str) -> None:
+    sql.execute(queries.FORGET_THROTTLE_WINDOW, {"key": key})
+
+
 class FixedWindowThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""

@@ -300,7 +300,9 @@ def test_the_schema_documents_claim_id_on_the_claim(client):
     assert "claimId" not in claim.get("required", []) and "untouched" in field["description"]
 
 
-def test_a_claim_whose_claim_id_the_cache_cannot_remember_is_an_ordinary_claim(runtime, monkeypatch):
+def test_a_claim_whose_claim_id_the_cache_cannot_remember_is_an_ordinary_claim(runtime, monkeypatch, settings):
+    if not settings.REDIS_URL:
+        pytest.skip("the embedded default remembers a claimId in its database, which the claim itself needs")
     class Down:
         def add(self, *args, **kwargs):
             raise ConnectionError("the cache is down")

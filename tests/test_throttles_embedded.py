@@ -98,3 +98,63 @@ def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of
         line["process"] for line in lines if line["logger"] == "gunicorn.access" and "/ai/profile" in line["message"]
     }
     assert len(workers) == 2, "both workers answered some of the requests"
+
+
+@pytest.mark.slow
+def test_a_claim_sent_again_to_either_gunicorn_worker_of_the_embedded_default_is_answered_the_same(tmp_path):
+    """The embedded default has no shared cache (each process its own memory): a claimId
+    is remembered in the database both workers share, so a claim sent again reaches
+    whichever worker and is answered the jobs the first took, locking nothing more."""
+    var = tmp_path / "var"
+    env = {
+        "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
+        "VAR_DIR": str(var),
+        "REDIS_URL": "<unset>",
+        "METRICS_REDIS_URL": "<unset>",
+        "PROMETHEUS_MULTIPROC_DIR": str(var / "metrics"),
+        "CELERY_BROKER_URL": "<unset>",
+        "LOG_FORMAT": "json",
+        "CREDENTIAL_DEV_KEY_WARNING": "false",
+        "USER_THROTTLE_RATE": "10000/min",
+    }
+    setup_env = {k: v for k, v in {**os.environ, **env, "DEBUG": "true"}.items() if v != "<unset>"}
+    for command in (["migrate", "--noinput", "-v0"], ["dev_bootstrap"]):
+        subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=ROOT, env=setup_env, check=True, capture_output=True
+        )
+    with gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as server:
+        token = requests.post(
+            server.url + "/auth/token", json={"username": "demo", "password": "demo"}, timeout=10
+        ).json()["access"]
+        for _ in range(3):
+            made = requests.post(
+                server.url + "/ai/jobs",
+                json={"jobType": "learning_state_analysis", "targetType": "user", "targetId": "me"},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
+            assert made.status_code == 201, made.text
+
+        def claim(i: int) -> list[str]:
+            answer = requests.post(
+                server.url + "/internal/runtime/jobs/claim",
+                json={"capabilities": ["learning_state_analysis"], "limit": 1, "claimId": "claim-across-workers"},
+                headers={
+                    "Authorization": "Bearer ops-runtime-token-for-the-test-servers",
+                    "x-runtime-instance-id": "rt-embedded",
+                    "Connection": "close",
+                },
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            return [job["jobId"] for job in answer.json()["jobs"]]
+
+        first = claim(0)
+        with ThreadPoolExecutor(4) as pool:  # each on a new connection: both workers answer some
+            again = list(pool.map(claim, range(1, 13)))
+        lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
+    assert len(first) == 1 and again == [first] * 12
+    workers = {
+        line["process"] for line in lines if line["logger"] == "gunicorn.access" and "/jobs/claim" in line["message"]
+    }
+    assert len(workers) == 2, "both workers answered some of the claims"

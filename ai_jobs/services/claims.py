@@ -35,6 +35,7 @@ from ai_jobs.services.handout import (
 from config.errors import DomainError, ErrorCode, RuntimeErrorCode
 from quotas import selectors as quota_selectors
 from quotas import services as quotas
+from quotas import throttles as quota_throttles
 from quotas.models import CircuitState
 
 logger = logging.getLogger(__name__)
@@ -123,12 +124,17 @@ def _claim_key(instance_id: str, claim_id: str) -> str:
 
 def _claim_first_made(instance_id: str, claim_id: str) -> float | None:
     """When this instance first sent ``claim_id`` (epoch seconds), or None when this is
-    the first time: one atomic add in the cache every web process shares, nothing on the
-    database, so a claim costs one round trip to the cache more. A cache that cannot be
-    reached remembers nothing: the claim is then an ordinary one."""
+    the first time: one atomic add in the cache every web process shares (Redis), nothing
+    on the database, so a claim costs one round trip to the cache more. Without Redis (the
+    embedded default, whose cache is each process's memory) one statement on the table the
+    throttles count in instead. A cache that cannot be reached remembers nothing: the
+    claim is then an ordinary one."""
     key = _claim_key(instance_id, claim_id)
+    ttl = CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS
+    if not settings.REDIS_URL:
+        return quota_throttles.first_seen_in_database(key, ttl)
     try:
-        if cache.add(key, time.time(), timeout=CLAIM_ID_REMEMBERED_LEASES * settings.AI_JOB_LOCK_SECONDS):
+        if cache.add(key, time.time(), timeout=ttl):
             return None
         first = cache.get(key)
     except Exception as error:  # a cache outage must not stop claims (see the docstring)
@@ -140,7 +146,10 @@ def _claim_first_made(instance_id: str, claim_id: str) -> float | None:
 def _claim_forget(instance_id: str, claim_id: str) -> None:
     """A claim that raised took nothing: the same claimId again is a claim of its own."""
     with contextlib.suppress(Exception):
-        cache.delete(_claim_key(instance_id, claim_id))
+        if settings.REDIS_URL:
+            cache.delete(_claim_key(instance_id, claim_id))
+        else:
+            quota_throttles.forget_in_database(_claim_key(instance_id, claim_id))
 
 
 def _claimed_again(*, instance_id: str, claim_id: str, first_made: float) -> list[AiRuntimeJob]:
