@@ -4,13 +4,16 @@ documented 60 requests a minute between them and answer the 61st ``429``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -19,7 +22,7 @@ from quotas import throttles
 from quotas.models import ThrottleWindow
 from tests.support.api import ALL_TYPES, RuntimeClient
 from tests.support.concurrency import run_together
-from tests.support.ops import gunicorn
+from tests.support.ops import Gunicorn, gunicorn
 from tests.support.runtime_fixtures import ROOT
 from tests.support.user_api import Learner
 
@@ -53,8 +56,10 @@ def test_without_redis_concurrent_requests_at_the_edge_never_pass_more_than_the_
     assert Counter(run_together(25, poll)) == {200: 10, 429: 15}
 
 
-@pytest.mark.slow
-def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of_a_minute_429(tmp_path):
+@contextlib.contextmanager
+def embedded_server(tmp_path: Path, **extra: str) -> Iterator[Gunicorn]:
+    """Two gunicorn workers on the embedded default (SQLite, no Redis, no broker), set up
+    as make run sets it up (dev_bootstrap runs only with DEBUG on; the server runs without)."""
     var = tmp_path / "var"
     env = {
         "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
@@ -63,17 +68,28 @@ def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of
         "METRICS_REDIS_URL": "<unset>",
         "PROMETHEUS_MULTIPROC_DIR": str(var / "metrics"),
         "CELERY_BROKER_URL": "<unset>",
-        "USER_THROTTLE_RATE": "60/min",  # the default, written out
         "LOG_FORMAT": "json",
         "CREDENTIAL_DEV_KEY_WARNING": "false",
+        **extra,
     }
-    # make run's setup: dev_bootstrap runs only with DEBUG on (the server below runs without).
     setup_env = {k: v for k, v in {**os.environ, **env, "DEBUG": "true"}.items() if v != "<unset>"}
     for command in (["migrate", "--noinput", "-v0"], ["dev_bootstrap"]):
         subprocess.run(
             [sys.executable, "manage.py", *command], cwd=ROOT, env=setup_env, check=True, capture_output=True
         )
     with gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as server:
+        yield server
+
+
+def answered_by(server: Gunicorn, path: str) -> set[int]:
+    """The worker processes whose access log lines name ``path``."""
+    lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
+    return {line["process"] for line in lines if line["logger"] == "gunicorn.access" and path in line["message"]}
+
+
+@pytest.mark.slow
+def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of_a_minute_429(tmp_path):
+    with embedded_server(tmp_path, USER_THROTTLE_RATE="60/min") as server:  # the default, written out
         token = requests.post(
             server.url + "/auth/token", json={"username": "demo", "password": "demo"}, timeout=10
         ).json()["access"]
@@ -91,12 +107,9 @@ def test_two_gunicorn_workers_on_the_embedded_default_answer_the_61st_request_of
             statuses = list(pool.map(profile, range(60)))
         last = profile(60)
         assert time.time() // 60 == window, "the requests crossed a minute's end"
-        lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
+        workers = answered_by(server, "/ai/profile")
     assert Counter(statuses) == {200: 60}
     assert last == 429
-    workers = {
-        line["process"] for line in lines if line["logger"] == "gunicorn.access" and "/ai/profile" in line["message"]
-    }
     assert len(workers) == 2, "both workers answered some of the requests"
 
 
@@ -105,24 +118,7 @@ def test_a_claim_sent_again_to_either_gunicorn_worker_of_the_embedded_default_is
     """The embedded default has no shared cache (each process its own memory): a claimId
     is remembered in the database both workers share, so a claim sent again reaches
     whichever worker and is answered the jobs the first took, locking nothing more."""
-    var = tmp_path / "var"
-    env = {
-        "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
-        "VAR_DIR": str(var),
-        "REDIS_URL": "<unset>",
-        "METRICS_REDIS_URL": "<unset>",
-        "PROMETHEUS_MULTIPROC_DIR": str(var / "metrics"),
-        "CELERY_BROKER_URL": "<unset>",
-        "LOG_FORMAT": "json",
-        "CREDENTIAL_DEV_KEY_WARNING": "false",
-        "USER_THROTTLE_RATE": "10000/min",
-    }
-    setup_env = {k: v for k, v in {**os.environ, **env, "DEBUG": "true"}.items() if v != "<unset>"}
-    for command in (["migrate", "--noinput", "-v0"], ["dev_bootstrap"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command], cwd=ROOT, env=setup_env, check=True, capture_output=True
-        )
-    with gunicorn(tmp_path / "gunicorn.log", workers=2, env=env) as server:
+    with embedded_server(tmp_path, USER_THROTTLE_RATE="10000/min") as server:
         token = requests.post(
             server.url + "/auth/token", json={"username": "demo", "password": "demo"}, timeout=10
         ).json()["access"]
@@ -152,9 +148,6 @@ def test_a_claim_sent_again_to_either_gunicorn_worker_of_the_embedded_default_is
         first = claim(0)
         with ThreadPoolExecutor(4) as pool:  # each on a new connection: both workers answer some
             again = list(pool.map(claim, range(1, 13)))
-        lines = [json.loads(line) for line in server.lines() if line.startswith("{")]
+        workers = answered_by(server, "/jobs/claim")
     assert len(first) == 1 and again == [first] * 12
-    workers = {
-        line["process"] for line in lines if line["logger"] == "gunicorn.access" and "/jobs/claim" in line["message"]
-    }
     assert len(workers) == 2, "both workers answered some of the claims"
