@@ -8,6 +8,7 @@ from django.core.cache import cache
 
 from ai_jobs import pauses
 from quotas import selectors as quota_selectors
+from tests.support import xdist
 from tests.support.api import RUNTIME_TOKEN, RuntimeClient
 from tests.support.factories import UserFactory
 
@@ -16,6 +17,13 @@ from tests.support.factories import UserFactory
 # proves the refusal without it).
 MODEL_HOSTS = "127.0.0.1"
 os.environ["ASYNCH_ALLOWED_MODEL_HOSTS"] = MODEL_HOSTS
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under xdist, a test marked ``serial`` runs while no other does (tests/support/xdist.py)."""
+    with xdist.slot(alone=item.get_closest_marker("serial") is not None):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)
