@@ -32,8 +32,14 @@ _TEST_VALUES = {
 }
 
 # The names this plugin set (not those the caller had): a test that needs a process
-# without them (make run's own development values) leaves these out.
-SUPPLIED = frozenset(name for name, value in _TEST_VALUES.items() if os.environ.setdefault(name, value) == value)
+# without them (make run's own development values) leaves these out. An xdist worker
+# inherits the values from the controller, where this plugin set them first: the names
+# come along in AIJOBS_TEST_SUPPLIED.
+SUPPLIED = frozenset(
+    {name for name, value in _TEST_VALUES.items() if os.environ.setdefault(name, value) == value}
+    | {name for name in os.environ.get("AIJOBS_TEST_SUPPLIED", "").split(",") if name in _TEST_VALUES}
+)
+os.environ["AIJOBS_TEST_SUPPLIED"] = ",".join(sorted(SUPPLIED))
 
 
 def _worker_redis_url(url: str, number: int) -> str:

@@ -32,7 +32,7 @@ from django.db import connection
 
 from asynch import services as asynch_services
 from tests.support.ops import gunicorn
-from tests.support.xdist import cache_lock
+from tests.support.parallel import cache_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 TS_SOURCES = ROOT / "tests" / "clients" / "ts"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.xdist import cache_lock
+from tests.support.parallel import cache_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "runtime_worker" / "requirements.txt"
