@@ -5,9 +5,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
 
-# Tests run against the real PostgreSQL and Redis of this machine.
+# Tests run against the real PostgreSQL and Redis of this machine, in TEST_WORKERS pytest-xdist
+# worker processes, each with its own test database (test_aijobs_gw0...), Redis database
+# (TEST_REDIS_URL's plus the worker's number: 1 and 2 here), VAR_DIR and ports (tests/environment.py).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/aijobs
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+TEST_WORKERS ?= 2
+# loadfile: a file's tests run in one worker, in order, sharing its module's servers.
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 # The embedded default for `make run`: SQLite, no Redis, no broker server.
 RUN_PORT ?= 8000
@@ -120,13 +125,13 @@ run: venv messages
 test: venv messages browser node pgbouncer prometheus
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-memory://} \
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 	@if [ -z "$(PYTEST_ARGS)" ]; then \
 	  echo "--- embedded default (SQLite, no Redis) ---"; \
 	  rm -rf $(CURDIR)/var/test-metrics; \
 	  env -u REDIS_URL -u METRICS_REDIS_URL DATABASE_URL=sqlite:///$(CURDIR)/var/test-embedded.sqlite3 CELERY_BROKER_URL=memory:// \
 	  PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/test-metrics \
-	  $(BIN)/pytest -m embedded -q -p no:cacheprovider; \
+	  $(BIN)/pytest $(XDIST) -m embedded -q -p no:cacheprovider; \
 	fi
 
 lint: venv

@@ -8,6 +8,7 @@ from django.core.cache import cache
 
 from ai_jobs import pauses
 from quotas import selectors as quota_selectors
+from tests.support import parallel
 from tests.support.api import RUNTIME_TOKEN, RuntimeClient
 from tests.support.factories import UserFactory
 
@@ -16,6 +17,19 @@ from tests.support.factories import UserFactory
 # proves the refusal without it).
 MODEL_HOSTS = "127.0.0.1"
 os.environ["ASYNCH_ALLOWED_MODEL_HOSTS"] = MODEL_HOSTS
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under xdist, a test marked ``serial`` runs while no other does (tests/support/parallel.py)."""
+    with parallel.slot(alone=item.get_closest_marker("serial") is not None):
+        return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` (make test's) hands out the longest files first (tests/support/parallel.py)."""
+    return parallel.SlowFilesFirst(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,8 @@ from tests.support.push_standins import PushStandins
 from tests.support.runtime_fixtures import wait_for
 
 pytestmark = [
+    # Its claim is a latency on this machine (p95 within 3 s): measured alone, not beside another xdist worker's test.
+    pytest.mark.serial,
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("needs_postgres_and_redis"),

@@ -32,6 +32,7 @@ from django.db import connection
 
 from asynch import services as asynch_services
 from tests.support.ops import gunicorn
+from tests.support.parallel import cache_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 TS_SOURCES = ROOT / "tests" / "clients" / "ts"
@@ -106,12 +107,13 @@ def _npm_installed() -> Path:
     lock = (TS_SOURCES / "package-lock.json").read_bytes()
     stamp = TS_INSTALL / "node_modules" / ".lockfile-sha256"
     digest = hashlib.sha256(lock + (TS_SOURCES / "package.json").read_bytes()).hexdigest()
-    if not (stamp.exists() and stamp.read_text() == digest):
-        TS_INSTALL.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(TS_SOURCES / name, TS_INSTALL / name)
-        _run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=TS_INSTALL, timeout=600)
-        stamp.write_text(digest)
+    with cache_lock(TS_INSTALL):  # xdist's workers share it: one installs, the others wait
+        if not (stamp.exists() and stamp.read_text() == digest):
+            TS_INSTALL.mkdir(parents=True, exist_ok=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(TS_SOURCES / name, TS_INSTALL / name)
+            _run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=TS_INSTALL, timeout=600)
+            stamp.write_text(digest)
     return TS_INSTALL / "node_modules"
 
 

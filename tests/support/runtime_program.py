@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.parallel import cache_lock
+
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ROOT / "runtime_worker" / "requirements.txt"
 
@@ -21,6 +23,11 @@ def runtime_venv() -> Path:
     """The runtime's own virtualenv (its ``bin`` folder), built once per requirements file."""
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:12]
     venv = ROOT / "var" / f"runtime-venv-{digest}"
+    with cache_lock(venv):  # xdist's workers share it: one builds, the others wait
+        return _built(venv)
+
+
+def _built(venv: Path) -> Path:
     ready = venv / ".installed"
     if ready.exists():
         return venv / "bin"
