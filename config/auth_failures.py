@@ -10,7 +10,7 @@ imports nothing of the other apps. With ``REDIS_URL`` the counts and the blocks 
 every process's (one ``GET`` for a request that carries a credential, an ``INCR`` for a
 wrong one; never a database statement); without it, or while Redis cannot be
 reached, each process counts in its own memory. On the internal runtime API, the
-``GET`` of a right token's address rides in the throttle's own round trip to Redis
+read of a right token's address block rides in the throttle's own round trip to Redis
 (``quotas.throttles``, ``block_key``/``blocked_by``), so a runtime's request pays for
 no round trip of its own."""
 

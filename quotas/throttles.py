@@ -93,8 +93,8 @@ def _count_in_database(key: str, ttl: int, now: float) -> int:
     return count
 
 
-def _count(key: str, ttl: int, now: float, *, also_get: str | None = None) -> tuple[int, bool | None]:
-    """The window's count after this request; and, with ``also_get``, whether that key is
+def _count(key: str, ttl: int, now: float, *, also_check: str | None = None) -> tuple[int, bool | None]:
+    """The window's count after this request; and, with ``also_check``, whether that key is
     set, read in the same round trip (None when it was not read: no Redis, or Redis down)."""
     client = _redis()
     if client is None:
@@ -107,8 +107,8 @@ def _count(key: str, ttl: int, now: float, *, also_get: str | None = None) -> tu
         pipe = client.pipeline(transaction=False)
         pipe.incr(key)
         pipe.expire(key, ttl, nx=True)
-        if also_get is not None:
-            pipe.exists(also_get)
+        if also_check is not None:
+            pipe.exists(also_check)
         count, _, *found = pipe.execute()
         return int(count), bool(found[0]) if found else None
     except (redis.ConnectionError, redis.TimeoutError) as error:
@@ -160,7 +160,7 @@ class FixedWindowThrottle(BaseThrottle):
         window = int(now // period)
         key = f"throttle:{self.scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
         block_key, block_ends = auth_failures.block_key(request) if self.refuses_guessing_addresses else ("", 0.0)
-        count, blocked = _count(key, period + 1, now, also_get=block_key or None)
+        count, blocked = _count(key, period + 1, now, also_check=block_key or None)
         self._wait = (window + 1) * period - now
         if self.refuses_guessing_addresses:
             held = auth_failures.blocked(request) if blocked is None else auth_failures.blocked_by(blocked, block_ends)
