@@ -7,6 +7,7 @@ from django.conf import LazySettings
 from django.core.cache import cache
 
 from ai_jobs import pauses
+from config.observability import metrics
 from quotas import selectors as quota_selectors
 from tests.support import parallel
 from tests.support.api import RUNTIME_TOKEN, RuntimeClient
@@ -44,6 +45,9 @@ def _runtime_settings(settings: LazySettings) -> None:
     settings.AUTH_FAILURE_THROTTLE_RATE = "100000/min"
     settings.CREDENTIAL_TEST_THROTTLE_RATE = "100000/min"
     settings.ASYNCH_ALLOWED_MODEL_HOSTS = MODEL_HOSTS.split(",")
+    # The counts an earlier test's requests left in this process's buffer go to Redis before
+    # the clear, not into this test's scrape (the flush waits for a background flush under way).
+    metrics.flush()
     cache.clear()
     quota_selectors.breaker_state_forget()  # a test's breaker is the database's, not a hint read by an earlier test
     pauses.forget()  # likewise the paused job types

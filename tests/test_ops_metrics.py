@@ -221,3 +221,36 @@ def _text(families: list) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed())
     return generate_latest(registry).decode()
+
+
+def test_a_flush_returns_once_a_background_flush_under_way_has_landed(settings):
+    """A scrape, a worker's exit and the suite's clear between tests rely on it."""
+    import threading
+
+    store = metrics.RedisStore(settings.REDIS_URL, key="test:metrics:flushing", flush_seconds=3600)
+    store._client.delete(store.key)
+    sending, real_pipeline = threading.Event(), store._client.pipeline
+
+    class SlowPipeline:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self._pipe = real_pipeline(*args, **kwargs)
+
+        def hincrbyfloat(self, *args: object) -> None:
+            self._pipe.hincrbyfloat(*args)
+
+        def execute(self) -> list:
+            sending.set()
+            threading.Event().wait(0.5)  # the background flush, slow on the network
+            return self._pipe.execute()
+
+    store._client.pipeline = SlowPipeline  # type: ignore[method-assign]
+    store.inc(metrics.JOBS_FINISHED, ("succeeded", "quiz_generation", ""), 1)
+    background = threading.Thread(target=store.flush)
+    background.start()
+    assert sending.wait(5)
+    store.flush()  # nothing left in the buffer: it waits for the one under way
+    try:
+        assert store._client.hgetall(store.key), "flush returned before the counts under way were in Redis"
+    finally:
+        background.join()
+        store._client.delete(store.key)

@@ -128,6 +128,9 @@ class RedisStore:
         self.key = key
         self._flush_seconds = flush_seconds
         self._lock = threading.Lock()
+        # Held for a whole flush, so that a flush called while the background one is under
+        # way returns once those counts are in Redis too (a scrape, a worker's exit).
+        self._flushing = threading.Lock()
         self._pending: dict[str, float] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -169,11 +172,16 @@ class RedisStore:
     def _after_fork(self) -> None:
         # A forked child (a Celery prefork worker) starts empty: the parent flushes its own.
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._pending = {}
         self._thread = None
         self._stop = threading.Event()
 
     def flush(self) -> None:
+        with self._flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, {}
         if not pending:
