@@ -123,8 +123,10 @@ def model_update(*, model_name: str, api_key: str | None = None, **fields: Any) 
             current = AsynchModel.objects.select_for_update().filter(model_name=model_name).first()
             if current is None:
                 raise _not_found(model_name)
-        if current is not None and moves_key_host and outbound.origin(fields["base_url"]) != outbound.origin(
-            current.base_url
+        if (
+            current is not None
+            and moves_key_host
+            and outbound.origin(fields["base_url"]) != outbound.origin(current.base_url)
         ):
             raise _refused_config({"apiKey": [KEY_STAYS]})
         if AsynchModel.objects.filter(model_name=model_name).update(**changes) != 1:

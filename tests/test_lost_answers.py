@@ -303,6 +303,7 @@ def test_the_schema_documents_claim_id_on_the_claim(client):
 def test_a_claim_whose_claim_id_the_cache_cannot_remember_is_an_ordinary_claim(runtime, monkeypatch, settings):
     if not settings.REDIS_URL:
         pytest.skip("the embedded default remembers a claimId in its database, which the claim itself needs")
+
     class Down:
         def add(self, *args, **kwargs):
             raise ConnectionError("the cache is down")
