@@ -112,22 +112,6 @@ def _date_range(parts: dict[str, str]) -> dict[str, str]:
 
 # --- bulk operations from the job list ------------------------------------------------------------
 
-_KIND_PERMISSION = {
-    BulkOperationKind.RERUN: "ai_jobs.add_airuntimejob",  # a rerun makes new jobs, as the single one does
-    BulkOperationKind.CANCEL: "ai_jobs.change_airuntimejob",
-}
-
-
-def log_operation(request: HttpRequest, operation: BulkOperation) -> None:
-    """The operation in Django's admin log, beside every other admin change."""
-    LogEntry.objects.log_actions(
-        user_id=request.user.pk,
-        queryset=[operation],
-        action_flag=ADDITION,
-        change_message=f"Bulk operation {operation.id}: {operation.get_kind_display()} matching {operation.filter or 'every job'}",
-        single_object=True,
-    )
-
 
 class BulkOperationsFromTheList:
     """The job list's two buttons: rerun every failed job, or cancel every pending or
@@ -145,7 +129,7 @@ class BulkOperationsFromTheList:
     def bulk_view(self, request: HttpRequest, kind: str) -> HttpResponse:
         if kind not in BulkOperationKind.values:
             return HttpResponseRedirect(reverse("admin:ai_jobs_airuntimejob_changelist"))
-        if not request.user.has_perm(_KIND_PERMISSION[kind]):
+        if not request.user.has_perm(services.BULK_OPERATION_PERMISSION[kind]):
             raise PermissionDenied
         changelist = reverse("admin:ai_jobs_airuntimejob_changelist")
         try:
@@ -155,7 +139,6 @@ class BulkOperationsFromTheList:
             return HttpResponseRedirect(f"{changelist}?{request.GET.urlencode()}")
         if request.method == "POST":
             operation = services.bulk_operation_start(kind=kind, job_filter=job_filter, by=request.user)
-            log_operation(request, operation)
             transaction.on_commit(partial(tasks.run_bulk_operation.delay, operation.id))
             messages.success(
                 request,
@@ -181,7 +164,7 @@ class BulkOperationsFromTheList:
         return {
             kind: f"{reverse('admin:ai_jobs_airuntimejob_bulk', args=[kind])}?{query}"
             for kind in BulkOperationKind.values
-            if request.user.has_perm(_KIND_PERMISSION[kind])
+            if request.user.has_perm(services.BULK_OPERATION_PERMISSION[kind])
         }
 
 

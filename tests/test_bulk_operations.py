@@ -165,6 +165,30 @@ def test_the_commands_take_the_list_filters_and_refuse_a_bad_one():
         call_command("cancel_jobs", "--since", "yesterday", stdout=StringIO())
 
 
+def test_a_command_run_for_an_operator_is_theirs_in_the_record_and_the_admin_log():
+    consent(alice := UserFactory(username="alice"))
+    _failed(alice)
+    staff = get_user_model().objects.create_user("ops-kim", "kim@example.com", "pw", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename="add_airuntimejob"))
+    get_user_model().objects.create_user("learner-lee", "lee@example.com", "pw")  # not staff
+    call_command("rerun_jobs", "--user", "alice", "--operator", "ops-kim", stdout=StringIO())
+    operation = BulkOperation.objects.get()
+    assert operation.created_by == staff and _counts(operation) == (1, 1, 0, 0)
+    entry = LogEntry.objects.get(object_id=operation.id)
+    assert entry.user == staff and operation.id in entry.change_message
+
+    call_command("rerun_jobs", "--user", "alice", stdout=StringIO())  # nobody named: recorded, not in the log
+    assert BulkOperation.objects.count() == 2 and LogEntry.objects.count() == 1
+    for name, refusal in (
+        ("nobody", "not an active staff user"),
+        ("learner-lee", "not an active staff user"),
+        ("ops-kim", "lacks the permission ai_jobs.change_airuntimejob"),  # may rerun, may not cancel
+    ):
+        with pytest.raises(CommandError, match=refusal):
+            call_command("cancel_jobs", "--user", "alice", "--operator", name, stdout=StringIO())
+    assert BulkOperation.objects.count() == 2 and LogEntry.objects.count() == 1
+
+
 def test_the_cancel_command_cancels_pending_asks_running_and_skips_the_rest_again():
     pending = [JobFactory(job_type="quiz_generation", target_type="knowledge_base", target_id="kb") for _ in range(3)]
     running = JobFactory(job_type="quiz_generation", target_type="knowledge_base", target_id="kb")

@@ -9,6 +9,7 @@ calls' telemetry, each counted; ``reaper``: returning lapsed work;
 """
 
 from ai_jobs.services.bulk import (
+    BULK_OPERATION_PERMISSION,
     bulk_operation_run,
     bulk_operation_start,
     bulk_operations_stalled,
@@ -26,6 +27,7 @@ from ai_jobs.services.pauses import job_types_pause, job_types_resume
 from ai_jobs.services.reaper import jobs_reap
 
 __all__ = [
+    "BULK_OPERATION_PERMISSION",
     "FailOutcome",
     "Reruns",
     "ResolvedCredential",

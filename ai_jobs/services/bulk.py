@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
@@ -36,6 +37,11 @@ from config.ids import new_id
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
+# Who may start one (from the admin, or named by the command's --operator).
+BULK_OPERATION_PERMISSION = {
+    BulkOperationKind.RERUN: "ai_jobs.add_airuntimejob",  # a rerun makes new jobs, as the single one does
+    BulkOperationKind.CANCEL: "ai_jobs.change_airuntimejob",
+}
 CANCELLABLE = (JobStatus.PENDING.value, *ACTIVE_STATUSES)
 _CHOICES = {
     "status": JobStatus.values,
@@ -99,10 +105,25 @@ def bulk_operation_start(
     *, kind: str, job_filter: Mapping[str, str | None], by: AbstractBaseUser | None
 ) -> BulkOperation:
     """Record an operation; it does nothing yet (``bulk_operation_run`` does it, from a
-    Celery task queued after this commits, or from the command)."""
+    Celery task queued after this commits, or from the command). Started by a person (an
+    admin user, or the command's ``--operator``), it is in Django's admin log under their
+    name, beside every other admin change, in the same transaction."""
     if kind not in BulkOperationKind.values:
         raise DomainError(ErrorCode.VALIDATION_ERROR, f"Not a bulk operation: {kind}")
-    return BulkOperation.objects.create(kind=kind, filter=job_filter_clean(job_filter), created_by=by)
+    with transaction.atomic():
+        operation = BulkOperation.objects.create(kind=kind, filter=job_filter_clean(job_filter), created_by=by)
+        if by is not None:
+            LogEntry.objects.log_actions(
+                user_id=by.pk,
+                queryset=[operation],
+                action_flag=ADDITION,
+                change_message=(
+                    f"Bulk operation {operation.id}: {operation.get_kind_display()} "
+                    f"matching {operation.filter or 'every job'}"
+                ),
+                single_object=True,
+            )
+    return operation
 
 
 @dataclass(frozen=True)
