@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from django.conf import LazySettings
@@ -8,6 +9,7 @@ from django.core.cache import cache
 
 from ai_jobs import pauses
 from config.observability import metrics
+from ops import health
 from quotas import selectors as quota_selectors
 from tests.support import parallel
 from tests.support.api import RUNTIME_TOKEN, RuntimeClient
@@ -71,3 +73,12 @@ def user(db):
 @pytest.fixture
 def other_user(db):
     return UserFactory()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _readiness_connections_closed_at_the_end(django_db_setup: None) -> Iterator[None]:
+    """``/readyz`` keeps a database connection on a thread of its own in each process
+    (ops/health.py): a test that asked for it in this process leaves one open, and the
+    test database is dropped after this closes it, not while it is held."""
+    yield
+    health.close(wait=True)
