@@ -8,11 +8,14 @@ wrong counts: a request without one is the caller's to fix, not a guess.
 Both APIs' authentication classes use it; it sits in ``config`` because model-asynch
 imports nothing of the other apps. With ``REDIS_URL`` the counts and the blocks are
 every process's (one ``GET`` for a request that carries a credential, an ``INCR`` for a
-wrong one; never a database statement); without it, or while Redis cannot be
-reached, each process counts in its own memory. On the internal runtime API, the
-read of a right token's address block rides in the throttle's own round trip to Redis
-(``quotas.throttles``, ``block_key``/``blocked_by``), so a runtime's request pays for
-no round trip of its own."""
+wrong one; never a database statement). Without it (the embedded default) they are
+counted in the database every web process shares, on the windows the throttles count
+in: ``quotas`` hands those in at start (``share_counts_with``), since ``config`` imports
+no app; the window's count past the limit is the block. While Redis (or, without it,
+the database) cannot be reached, each process counts in its own memory. On the
+internal runtime API, the read of a right token's address block rides in the
+throttle's own round trip to Redis (``quotas.throttles``, ``block_key``/``blocked_by``),
+so a runtime's request pays for no round trip of its own."""
 
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ import logging
 import threading
 import time
 from functools import cache
+from typing import Protocol
 
 import redis
 from django.conf import settings
 from django.core.cache.backends.locmem import LocMemCache
+from django.db import InterfaceError, OperationalError
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
@@ -35,6 +40,27 @@ logger = logging.getLogger(__name__)
 
 _memory = LocMemCache("config-auth-failures", {"OPTIONS": {"MAX_ENTRIES": 100_000}})
 _warned = threading.Event()
+
+
+class SharedWindows(Protocol):
+    """Fixed-window counts every web process shares, without Redis."""
+
+    def count(self, key: str, ttl: int) -> int:
+        """The window's count after one more."""
+        ...
+
+    def peek(self, key: str) -> int:
+        """The window's count now (0 when nothing was counted in it)."""
+        ...
+
+
+_shared: SharedWindows | None = None
+
+
+def share_counts_with(windows: SharedWindows | None) -> None:
+    """Count in ``windows`` when there is no Redis (``quotas`` hands in its database's at start)."""
+    global _shared
+    _shared = windows
 
 
 def _rate() -> tuple[int, int]:
@@ -60,7 +86,8 @@ def _keys(address: str, now: float) -> tuple[str, str, int]:
 def _unreachable(error: Exception) -> None:
     if not _warned.is_set():
         _warned.set()
-        logger.warning("Failed-authentication counts: Redis unreachable (%s); counting in this process", error)
+        what = "Redis" if settings.REDIS_URL else "the database"
+        logger.warning("Failed-authentication counts: %s unreachable (%s); counting in this process", what, error)
 
 
 def block_key(request: Request) -> tuple[str, float]:
@@ -77,7 +104,7 @@ def blocked_by(found: object, ends: float) -> float | None:
 
 def blocked(request: Request) -> float | None:
     """Seconds until this request's address may try again, or None when it may now."""
-    key, ends = block_key(request)
+    count_key, key, ends = _keys(_address(request), time.time())
     found = None
     if settings.REDIS_URL:
         try:
@@ -85,9 +112,27 @@ def blocked(request: Request) -> float | None:
         except (redis.ConnectionError, redis.TimeoutError) as error:
             _unreachable(error)
             found = _memory.get(key)
+    elif _shared is not None:
+        try:
+            found = _shared.peek(count_key) > _rate()[0]
+        except (OperationalError, InterfaceError) as error:
+            _unreachable(error)
+            found = _memory.get(key)
     else:
         found = _memory.get(key)
     return blocked_by(found, ends)
+
+
+def _count_in_memory(count_key: str, key_of_block: str, ttl: int, limit: int) -> int:
+    _memory.add(count_key, 0, timeout=ttl)
+    try:
+        count = _memory.incr(count_key)
+    except ValueError:
+        _memory.add(count_key, 1, timeout=ttl)
+        count = 1
+    if count > limit:
+        _memory.set(key_of_block, 1, timeout=ttl)
+    return count
 
 
 def failed(request: Request) -> None:
@@ -97,27 +142,26 @@ def failed(request: Request) -> None:
     limit, period = _rate()
     count_key, key_of_block, ends = _keys(_address(request), now)
     ttl = period + 1
-    try:
-        if not settings.REDIS_URL:
-            raise redis.ConnectionError("no REDIS_URL")
-        client = _client(settings.REDIS_URL)
-        pipe = client.pipeline(transaction=False)
-        pipe.incr(count_key)
-        pipe.expire(count_key, ttl, nx=True)
-        count = int(pipe.execute()[0])
-        if count > limit:
-            client.set(key_of_block, 1, ex=ttl)
-    except (redis.ConnectionError, redis.TimeoutError) as error:
-        if settings.REDIS_URL:
-            _unreachable(error)
-        _memory.add(count_key, 0, timeout=ttl)
+    if settings.REDIS_URL:
         try:
-            count = _memory.incr(count_key)
-        except ValueError:
-            _memory.add(count_key, 1, timeout=ttl)
-            count = 1
-        if count > limit:
-            _memory.set(key_of_block, 1, timeout=ttl)
+            client = _client(settings.REDIS_URL)
+            pipe = client.pipeline(transaction=False)
+            pipe.incr(count_key)
+            pipe.expire(count_key, ttl, nx=True)
+            count = int(pipe.execute()[0])
+            if count > limit:
+                client.set(key_of_block, 1, ex=ttl)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            _unreachable(error)
+            count = _count_in_memory(count_key, key_of_block, ttl, limit)
+    elif _shared is not None:
+        try:
+            count = _shared.count(count_key, ttl)  # past the limit, the count itself is the block
+        except (OperationalError, InterfaceError) as error:
+            _unreachable(error)
+            count = _count_in_memory(count_key, key_of_block, ttl, limit)
+    else:
+        count = _count_in_memory(count_key, key_of_block, ttl, limit)
     if count > limit:
         raise exceptions.Throttled(wait=max(1.0, ends - now))
 

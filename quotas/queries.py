@@ -165,6 +165,9 @@ VALUES (%(key)s, 1, %(expires_at)s)
 ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1
 RETURNING count, expires_at"""
 
+# A window's count without counting (0 when nothing was counted in it).
+PEEK_THROTTLE_WINDOW = "SELECT count FROM quotas_throttle_window WHERE window_key = %(key)s"
+
 FORGET_THROTTLE_WINDOW = "DELETE FROM quotas_throttle_window WHERE window_key = %(key)s"
 
 # The windows that have ended, swept so the table holds only the current ones.

@@ -137,6 +137,19 @@ def forget_in_database(key: str) -> None:
     sql.execute(queries.FORGET_THROTTLE_WINDOW, {"key": key})
 
 
+class DatabaseWindows:
+    """The windows' table as the failed-authentication counts' store without Redis
+    (``config.auth_failures.share_counts_with``, called at start): each process's memory
+    would let a guesser try as many times more as there are web processes."""
+
+    def count(self, key: str, ttl: int) -> int:
+        return _count_in_database(key, ttl, clock())
+
+    def peek(self, key: str) -> int:
+        rows = sql.fetch(queries.PEEK_THROTTLE_WINDOW, {"key": key})
+        return int(rows[0][0]) if rows else 0
+
+
 class FixedWindowThrottle(BaseThrottle):
     scope = ""
     rate_setting = ""

@@ -104,7 +104,8 @@ def test_throttles_fail_open_while_redis_is_down_counting_in_the_process_and_war
 def test_a_right_runtime_token_from_an_address_that_guessed_is_refused_on_every_internal_call(settings):
     """The address block of AUTH_FAILURE_THROTTLE_RATE holds for the right token too, on
     every call of the internal API (the runtime throttle reads it in its own round trip to
-    Redis; without Redis, from the process's memory), and for that address only."""
+    Redis; without Redis, from the database every web process shares), and for that
+    address only."""
     settings.AUTH_FAILURE_THROTTLE_RATE = "3/min"
     job = JobFactory()
     claimed = RuntimeClient("held-runtime").claim(limit=1).json()["jobs"][0]

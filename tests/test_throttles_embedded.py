@@ -1,6 +1,7 @@
 """The embedded default's throttles hold across processes: with no Redis the window is
 a row of the database every gunicorn worker shares, so two workers on SQLite admit the
-documented 60 requests a minute between them and answer the 61st ``429``."""
+documented 60 requests a minute between them and answer the 61st ``429``; and a
+guessing address is counted and blocked there too."""
 
 from __future__ import annotations
 
@@ -151,3 +152,40 @@ def test_a_claim_sent_again_to_either_gunicorn_worker_of_the_embedded_default_is
         workers = answered_by(server, "/jobs/claim")
     assert len(first) == 1 and again == [first] * 12
     assert len(workers) == 2, "both workers answered some of the claims"
+
+
+@pytest.mark.slow
+def test_two_gunicorn_workers_on_the_embedded_default_count_wrong_credentials_together(tmp_path):
+    """AUTH_FAILURE_THROTTLE_RATE across both workers: the eleventh wrong token of a minute
+    is 429 whichever worker takes it, and so is the right token and the right tenant key
+    from that address after it (each process's memory would have let twice as many in)."""
+    with embedded_server(tmp_path, AUTH_FAILURE_THROTTLE_RATE="10/min") as server:
+        while time.time() % 60 > 45:  # the requests in one window (checked below)
+            time.sleep(0.5)
+        window = time.time() // 60
+
+        def poll(token: str) -> int:
+            return requests.post(
+                server.url + "/internal/runtime/jobs/poll",
+                json={"capabilities": ["learning_state_analysis"]},
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "x-runtime-instance-id": "rt-guess",
+                    "Connection": "close",
+                },
+                timeout=30,
+            ).status_code
+
+        with ThreadPoolExecutor(4) as pool:  # each on a new connection: both workers answer some
+            guesses = list(pool.map(poll, ["wrong-token-" + "x" * 40] * 10))
+        past = [poll("wrong-token-" + "y" * 40) for _ in range(4)]
+        right = [poll("ops-runtime-token-for-the-test-servers") for _ in range(4)]
+        tenant = requests.get(
+            server.url + "/model/listModels", headers={"X-Api-Key": "ak_demo_make_run_local_key"}, timeout=30
+        )
+        assert time.time() // 60 == window, "the requests crossed a minute's end"
+        workers = answered_by(server, "/jobs/poll")
+    assert guesses == [401] * 10
+    assert past == [429] * 4 and right == [429] * 4
+    assert tenant.status_code == 429
+    assert len(workers) == 2, "both workers answered some of the guesses"
