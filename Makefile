@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | 
 
 # Tests run against the real PostgreSQL and Redis of this machine, in TEST_WORKERS pytest-xdist
 # worker processes, each with its own test database (test_aijobs_gw0...), Redis database
-# (TEST_REDIS_URL's plus the worker's number: 1 and 2 here), VAR_DIR and ports (tests/environment.py).
+# (TEST_REDIS_URL's plus the worker's number: 1, 2 and 3 here), VAR_DIR and ports (tests/environment.py).
+# Three workers on two cores: much of a test's time is spent waiting (servers starting, an outage
+# held for 30 s), and a third worker fills it.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/aijobs
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 # loadfile: a file's tests run in one worker, in order, sharing its module's servers.
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
