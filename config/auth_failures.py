@@ -34,7 +34,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from config.rates import parse_rate
+from config.rates import count_in, parse_rate
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +124,7 @@ def blocked(request: Request) -> float | None:
 
 
 def _count_in_memory(count_key: str, key_of_block: str, ttl: int, limit: int) -> int:
-    _memory.add(count_key, 0, timeout=ttl)
-    try:
-        count = _memory.incr(count_key)
-    except ValueError:
-        _memory.add(count_key, 1, timeout=ttl)
-        count = 1
+    count = count_in(_memory, count_key, ttl)
     if count > limit:
         _memory.set(key_of_block, 1, timeout=ttl)
     return count

@@ -2,12 +2,18 @@
 reads its rate with it, ``quotas.throttles`` and ``config.auth_failures``), and for a
 schedule, ``"5s,5m,30m,2h"`` (the intervals between a delivery's tries,
 ``WEBHOOK_RETRY_SCHEDULE``). The settings read every one of them as they load, so a
-value that cannot be read stops a process from starting, not a request or a retry later."""
+value that cannot be read stops a process from starting, not a request or a retry later.
+And the count of a rate's window kept in a cache of the process's own, for both
+throttles' fallback when their shared store cannot be reached."""
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the settings import this module: nothing of Django's at run time
+    from django.core.cache import BaseCache
 
 _PERIODS = {
     "s": 1,
@@ -46,3 +52,13 @@ def parse_intervals(text: str) -> tuple[float, ...]:
             raise ValueError(f"{part!r} is not an interval such as 5s, 5m, 2h")
         intervals.append(float(match.group(1)) * _UNITS[match.group(2) or "s"])
     return tuple(intervals)
+
+
+def count_in(store: BaseCache, key: str, ttl: int) -> int:
+    """The window ``key``'s count after one more, in ``store`` (a process's own cache)."""
+    store.add(key, 0, timeout=ttl)
+    try:
+        return store.incr(key)
+    except ValueError:  # the window's key expired between add and incr
+        store.add(key, 1, timeout=ttl)
+        return 1

@@ -152,15 +152,9 @@ SELECT (SELECT tokens_used FROM shard) + (SELECT tokens FROM others),
 
 # --- throttles without Redis ---------------------------------------------------------------------------
 
-# A request counted in its throttle window's row: the count after it.
+# A request counted in its throttle window's row: the count after it, and the end the
+# window's first request set (a claimId's first sighting: quotas.throttles.first_seen_in_database).
 COUNT_THROTTLE_WINDOW = """INSERT INTO quotas_throttle_window (window_key, count, expires_at)
-VALUES (%(key)s, 1, %(expires_at)s)
-ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1
-RETURNING count"""
-
-# COUNT_THROTTLE_WINDOW that also says when the window was first counted: a key seen
-# before answers its count past 1 and the ``expires_at`` its first sighting set.
-SIGHT_THROTTLE_WINDOW = """INSERT INTO quotas_throttle_window (window_key, count, expires_at)
 VALUES (%(key)s, 1, %(expires_at)s)
 ON CONFLICT (window_key) DO UPDATE SET count = quotas_throttle_window.count + 1
 RETURNING count, expires_at"""

@@ -20,7 +20,6 @@ from functools import cache as cache_once
 
 import redis
 from django.conf import settings
-from django.core.cache import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import InterfaceError, OperationalError
 from rest_framework.request import Request
@@ -29,6 +28,7 @@ from rest_framework.views import APIView
 
 from accounts.usernames import username_key
 from config import auth_failures, sql
+from config.rates import count_in
 from config.rates import parse_rate as parse_rate
 from quotas import queries
 
@@ -56,15 +56,6 @@ def _redis() -> redis.Redis | None:
     """A client of its own for the counters when ``REDIS_URL`` is set: one pipelined
     INCR + EXPIRE NX per request, where the cache API would take three round trips."""
     return _client(settings.REDIS_URL) if settings.REDIS_URL else None
-
-
-def _count_in(store: BaseCache, key: str, ttl: int) -> int:
-    store.add(key, 0, timeout=ttl)
-    try:
-        return store.incr(key)
-    except ValueError:  # the window's key expired between add and incr
-        store.add(key, 1, timeout=ttl)
-        return 1
 
 
 def _warn_unreachable(error: Exception, what: str = "Redis") -> None:
@@ -102,7 +93,7 @@ def _count(key: str, ttl: int, now: float, *, also_check: str | None = None) -> 
             return _count_in_database(key, ttl, now), None
         except (OperationalError, InterfaceError) as error:
             _warn_unreachable(error, "the database")
-            return _count_in(_fallback, key, ttl), None
+            return count_in(_fallback, key, ttl), None
     try:
         pipe = client.pipeline(transaction=False)
         pipe.incr(key)
@@ -113,7 +104,7 @@ def _count(key: str, ttl: int, now: float, *, also_check: str | None = None) -> 
         return int(count), bool(found[0]) if found else None
     except (redis.ConnectionError, redis.TimeoutError) as error:
         _warn_unreachable(error)
-        return _count_in(_fallback, key, ttl), None
+        return count_in(_fallback, key, ttl), None
 
 
 def first_seen_in_database(key: str, ttl: int) -> float | None:
@@ -122,7 +113,7 @@ def first_seen_in_database(key: str, ttl: int) -> float | None:
     shares. The embedded default's stand-in for the cache's atomic ``add`` (its cache is
     each process's own memory), as the throttles count there without Redis."""
     now = clock()
-    rows = sql.fetch(queries.SIGHT_THROTTLE_WINDOW, {"key": key, "expires_at": now + ttl})
+    rows = sql.fetch(queries.COUNT_THROTTLE_WINDOW, {"key": key, "expires_at": now + ttl})
     count, expires_at = int(rows[0][0]), float(rows[0][1])
     if count == 1:
         sql.execute(queries.SWEEP_THROTTLE_WINDOWS, {"now": now})
